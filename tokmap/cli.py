@@ -1,0 +1,149 @@
+"""Command line: `tok-export SRC -o OUT`, and `tokmap inspect|encode|decode|verify|bench`."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+
+import click
+
+from .errors import TokmapError
+
+
+def _fail(e: Exception):
+    click.echo(f"error: {e}", err=True)
+    sys.exit(1)
+
+
+@click.command("tok-export")
+@click.argument("src", type=click.Path(exists=True, dir_okay=False))
+@click.option("-o", "--output", "out", required=True, type=click.Path(dir_okay=False), help="the .mtok file to write")
+@click.option("--format", "fmt", type=click.Choice(["hf_json", "tiktoken", "tekken"]), default=None,
+              help="source format (default: detected from the content)")
+@click.option("--encoding", default=None, help="tiktoken encoding name for a .tiktoken file (default: by sha256)")
+def export_main(src, out, fmt, encoding):
+    """Compile a tokenizer.json, .tiktoken or Tekken json into one .mtok file."""
+    from . import export
+
+    t0 = time.perf_counter()
+    try:
+        export(src, out, fmt=fmt, encoding=encoding)
+    except TokmapError as e:
+        _fail(e)
+    import os
+
+    click.echo(f"wrote {out} ({os.path.getsize(out):,} bytes) in {time.perf_counter() - t0:.2f} s")
+
+
+@click.group()
+def main():
+    """Inspect and run .mtok tokenizers."""
+
+
+def _load(path, verify=False):
+    from . import load
+
+    try:
+        return load(path, verify=verify)
+    except TokmapError as e:
+        _fail(e)
+
+
+@main.command()
+@click.argument("path", type=click.Path(exists=True, dir_okay=False))
+def inspect(path):
+    """Header, sections, sizes and provenance of a .mtok file."""
+    tok = _load(path)
+    f = tok._f
+    click.echo(f"{path}: .mtok v{tok.meta and 1}, {f.size:,} bytes, api {tok.api}, vocab {tok.vocab_size:,}")
+    click.echo("provenance: " + json.dumps(tok.provenance, ensure_ascii=False))
+    click.echo(f"{'section':<16}{'dtype':<6}{'offset':>12}{'length':>12}  crc32")
+    for s in f.describe():
+        click.echo(f"{s['name']:<16}{s['dtype']:<6}{s['offset']:>12,}{s['length']:>12,}  {s['crc32']}")
+    m = tok.meta
+    click.echo("normalizer: " + (", ".join(f"{s['type']}:{s.get('form', '')} (Unicode {s.get('unicode_version')} "
+                                           f"tables in blob{s['tables']})" for s in m["normalizer"]) or "none (no tables)"))
+    for s in m["pre_tokenizer"]:
+        desc = s["type"]
+        if s["type"] == "split":
+            desc += f" {s['behavior']}{' inverted' if s['invert'] else ''}: " + (
+                repr(s["literal"]) if "literal" in s else f"regex over classes (Unicode {s['unicode_version']})")
+        click.echo("pre-tokenizer: " + desc)
+    click.echo("post-processor: " + (", ".join(s["type"] for s in m["post_processor"]) or "none"))
+    click.echo("decoder: " + (", ".join(s["type"] for s in m["decoder"]) or "none"))
+    click.echo(f"added tokens: {m['n_added']}; chat template: {'yes' if tok.chat_template else 'no'}")
+
+
+@main.command()
+@click.argument("path", type=click.Path(exists=True, dir_okay=False))
+@click.argument("text", required=False)
+@click.option("--no-special", is_flag=True, help="add_special_tokens=False")
+@click.option("--allowed-special", default=None, help="tiktoken sources: 'all' or comma-separated tokens")
+@click.option("--timing", is_flag=True, help="print load and encode times")
+def encode(path, text, no_special, allowed_special, timing):
+    """Encode TEXT (or standard input) and print the ids."""
+    t0 = time.perf_counter()
+    tok = _load(path)
+    t1 = time.perf_counter()
+    if text is None:
+        text = sys.stdin.read()
+    kwargs = {}
+    if allowed_special is not None:
+        kwargs["allowed_special"] = "all" if allowed_special == "all" else set(allowed_special.split(","))
+    try:
+        if tok.api == "tiktoken":
+            ids = tok.encode(text, **kwargs)
+        else:
+            ids = tok.encode(text, add_special_tokens=not no_special)
+    except TokmapError as e:
+        _fail(e)
+    t2 = time.perf_counter()
+    if timing:
+        click.echo(f"load {1e3 * (t1 - t0):.3f} ms, encode {1e3 * (t2 - t1):.3f} ms, {len(ids)} tokens")
+    click.echo(" ".join(map(str, ids)))
+
+
+@main.command()
+@click.argument("path", type=click.Path(exists=True, dir_okay=False))
+@click.argument("ids", nargs=-1, type=int)
+def decode(path, ids):
+    """Decode IDS (or whitespace-separated ids on standard input) and print the text."""
+    tok = _load(path)
+    if not ids:
+        ids = [int(x) for x in sys.stdin.read().split()]
+    try:
+        click.echo(tok.decode(list(ids)))
+    except TokmapError as e:
+        _fail(e)
+
+
+@main.command()
+@click.argument("path", type=click.Path(exists=True, dir_okay=False))
+def verify(path):
+    """Check every section checksum; exit 1 naming the first corrupted section."""
+    tok = _load(path, verify=True)
+    click.echo(f"{path}: OK ({len(tok._f.sections)} sections, checksums match)")
+
+
+@main.command()
+@click.argument("path", type=click.Path(exists=True, dir_okay=False))
+@click.argument("corpus", type=click.Path(exists=True, dir_okay=False))
+@click.option("--repeat", default=3, show_default=True)
+def bench(path, corpus, repeat):
+    """Quick single-file timing: load time and encode MiB/s on CORPUS (see bench/ for the peer run)."""
+    from . import load
+
+    t0 = time.perf_counter()
+    tok = load(path)
+    load_ms = 1e3 * (time.perf_counter() - t0)
+    with open(corpus, encoding="utf-8") as fh:
+        text = fh.read()
+    mib = len(text.encode("utf-8")) / 2**20
+    times = []
+    for _ in range(repeat):
+        t = time.perf_counter()
+        ids = tok.encode_ordinary(text) if tok.api != "hf" else tok.encode(text)
+        times.append(time.perf_counter() - t)
+    click.echo(f"load {load_ms:.3f} ms; {len(ids):,} tokens; cold {mib / times[0]:.2f} MiB/s, "
+               f"warm {mib / min(times[1:] or times):.2f} MiB/s")

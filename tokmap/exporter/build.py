@@ -1,0 +1,189 @@
+"""TokenizerDef -> the .mtok sections: sorted vocabulary, packed merges, compiled pipeline, META.
+
+The pipeline steps are rewritten here into what the runtime executes: split patterns become stdlib
+`re` patterns plus class tables, ByteLevel's built-in regex becomes an ordinary split step,
+Unicode normalizers get their tables as blobs. Anything the runtime could not run exactly has
+already been refused by the reader.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+from array import array
+
+from .. import __version__, bytelevel, mtok
+from ..definition import TokenizerDef
+from ..errors import SourceError
+
+# The regex HF's ByteLevel pre-tokenizer runs when use_regex is true (GPT-2's, Oniguruma flavour).
+BYTE_LEVEL_PATTERN = r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"
+
+
+def _u32(values) -> bytes:
+    a = array("I", values)
+    if a.itemsize != 4:
+        a = array("L", values)
+    return _le(a)
+
+
+def _le(a: array) -> bytes:
+    import sys
+
+    if sys.byteorder != "little":
+        a.byteswap()
+    return a.tobytes()
+
+
+class _Blobs:
+    def __init__(self):
+        self.items: list[tuple[int, bytes]] = []
+
+    def add(self, dtype: int, payload: bytes) -> int:
+        self.items.append((dtype, payload))
+        return len(self.items) - 1
+
+
+def build_sections(d: TokenizerDef) -> dict[int, tuple[int, bytes]]:
+    m = d.model
+    n_model = len(m.vocab)
+    n = max([n_model] + [a.id + 1 for a in d.added_tokens])
+    token_bytes: list[bytes] = [b""] * n
+    present = [False] * n
+    for i, b in enumerate(m.vocab):
+        if b is not None:
+            token_bytes[i] = b
+            present[i] = True
+    byte_decoder = d.api == "hf" and any(s["type"] == "byte_level" for s in d.decoder)
+    for a in d.added_tokens:
+        if not present[a.id]:
+            b = bytelevel.to_bytes(a.content) if byte_decoder else None
+            token_bytes[a.id] = b if b is not None else a.content.encode("utf-8", "surrogatepass")
+            present[a.id] = True
+    offsets = [0]
+    for b in token_bytes:
+        offsets.append(offsets[-1] + len(b))
+    if offsets[-1] >= 1 << 32:
+        raise SourceError(d.source_path, "vocabulary bytes exceed 4 GiB")
+    irregular_ids = set(m.irregular.values())
+    regular = [i for i, b in enumerate(m.vocab) if b is not None and i not in irregular_ids]
+    regular.sort(key=lambda i: token_bytes[i])
+    for x, y in zip(regular, regular[1:]):
+        if token_bytes[x] == token_bytes[y]:
+            raise SourceError(d.source_path, f"tokens {x} and {y} have the same bytes {token_bytes[x]!r}",
+                              field="model.vocab")
+    byte_ids = [mtok.NO_ID] * 256
+    for i in regular:
+        b = token_bytes[i]
+        if len(b) == 1:
+            byte_ids[b[0]] = i
+
+    keys = {}
+    for left, right, result, rank in m.merges:
+        keys[(left << 32) | right] = (rank, result)
+    ordered = sorted(keys)
+    sections: dict[int, tuple[int, bytes]] = {
+        mtok.SECTION_TOKEN_BYTES: (mtok.U8, b"".join(token_bytes)),
+        mtok.SECTION_TOKEN_OFFSETS: (mtok.U32, _u32(offsets)),
+        mtok.SECTION_SORTED_IDS: (mtok.U32, _u32(regular)),
+        mtok.SECTION_BYTE_IDS: (mtok.U32, _u32(byte_ids)),
+        mtok.SECTION_MERGE_KEYS: (mtok.U64, _le(array("Q", ordered))),
+        mtok.SECTION_MERGE_RANKS: (mtok.U32, _u32([keys[k][0] for k in ordered])),
+        mtok.SECTION_MERGE_RESULTS: (mtok.U32, _u32([keys[k][1] for k in ordered])),
+    }
+    blobs = _Blobs()
+    pre = _compile_pre_tokenizer(d, blobs)
+    norm = _compile_normalizer(d, blobs)
+    holes = _ranges([i for i in range(n) if not present[i]])
+    unicode_versions = sorted({s["unicode_version"] for s in pre + norm if "unicode_version" in s})
+    meta = {
+        "api": d.api,
+        "vocab_size": n,
+        "model_vocab_size": n_model,
+        "model": {"type": "bpe", "byte_level": m.byte_level, "ignore_merges": m.ignore_merges, "unk_id": m.unk_id},
+        "irregular": m.irregular,
+        "holes": holes,
+        "normalizer": norm,
+        "pre_tokenizer": pre,
+        "post_processor": d.post_processor,
+        "decoder": d.decoder,
+        "padding": d.padding,
+        "truncation": d.truncation,
+        "n_added": len(d.added_tokens),
+        "extra": d.extra,
+        "provenance": {
+            "source_format": d.source_format,
+            "source_name": d.source_path.replace("\\", "/").rsplit("/", 1)[-1],
+            "source_sha256": d.source_sha256,
+            "exporter_version": __version__,
+            "unicode_versions": unicode_versions,
+        },
+    }
+    sections[mtok.SECTION_META] = (mtok.U8, json.dumps(meta, ensure_ascii=False, sort_keys=True).encode("utf-8"))
+    added = [[a.id, a.content, a.special, a.normalized, a.lstrip, a.rstrip, a.single_word] for a in d.added_tokens]
+    sections[mtok.SECTION_ADDED_TOKENS] = (mtok.U8, json.dumps(added, ensure_ascii=False).encode("utf-8"))
+    if d.chat_template is not None:
+        sections[mtok.SECTION_CHAT_TEMPLATE] = (mtok.U8, d.chat_template.encode("utf-8"))
+    for k, (dtype, payload) in enumerate(blobs.items):
+        sections[mtok.BLOB_BASE + k] = (dtype, payload)
+    return sections
+
+
+def _ranges(ids: list[int]) -> list[list[int]]:
+    out: list[list[int]] = []
+    for i in ids:
+        if out and out[-1][1] == i:
+            out[-1][1] = i + 1
+        else:
+            out.append([i, i + 1])
+    return out
+
+
+def _split_step(d, pattern, literal, flavor, behavior, invert, blobs) -> dict:
+    step = {"type": "split", "behavior": behavior, "invert": invert}
+    if literal:
+        step["literal"] = pattern
+        return step
+    from .regex_compile import PatternError, compile_pattern
+
+    try:
+        cp = compile_pattern(pattern, flavor)
+    except PatternError as e:
+        raise SourceError(d.source_path, f"split pattern cannot be compiled exactly: {e}",
+                          field="pre_tokenizer.pattern") from None
+    step["regex"] = cp.py_pattern
+    step["class_index"] = blobs.add(mtok.U16, cp.class_index)
+    step["class_blocks"] = blobs.add(mtok.U8, cp.class_blocks)
+    step["unicode_version"] = cp.unicode_version
+    return step
+
+
+def _compile_pre_tokenizer(d: TokenizerDef, blobs: _Blobs) -> list[dict]:
+    out = []
+    for s in d.pre_tokenizer:
+        if s["type"] == "split":
+            out.append(_split_step(d, s["pattern"], s["literal"], s["flavor"], s["behavior"], s["invert"], blobs))
+        elif s["type"] == "byte_level":
+            if s["add_prefix_space"]:
+                out.append({"type": "prefix_space"})
+            if s["use_regex"]:
+                out.append(_split_step(d, BYTE_LEVEL_PATTERN, False, "onig", "isolated", False, blobs))
+        else:
+            raise SourceError(d.source_path, f"internal: unknown pre-tokenizer step {s['type']!r}")
+    return out
+
+
+def _compile_normalizer(d: TokenizerDef, blobs: _Blobs) -> list[dict]:
+    out = []
+    forms = {s["form"] for s in d.normalizer if s["type"] == "unicode"}
+    blob = None
+    if forms:
+        from .norm_tables import build_norm_blob
+
+        blob = blobs.add(mtok.U8, build_norm_blob(forms))
+    for s in d.normalizer:
+        if s["type"] == "unicode":
+            out.append({"type": "unicode", "form": s["form"], "tables": blob, "unicode_version": "9.0.0"})
+        else:
+            raise SourceError(d.source_path, f"internal: unknown normalizer step {s['type']!r}")
+    return out

@@ -1,0 +1,358 @@
+"""Read a Hugging Face tokenizer.json into a TokenizerDef.
+
+Only parses and validates: every component is mapped to tokmap's own tagged steps, and any
+component or option this version cannot reproduce exactly is refused with UnsupportedError naming
+the JSON field, never skipped. The rules followed are tokenizers 0.23's (see CONFORMANCE.md).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+
+from .. import bytelevel
+from ..definition import AddedToken, BPEModel, TokenizerDef
+from ..errors import SourceError, UnsupportedError
+
+BEHAVIORS = {
+    "Removed": "removed",
+    "Isolated": "isolated",
+    "MergedWithPrevious": "merged_with_previous",
+    "MergedWithNext": "merged_with_next",
+    "Contiguous": "contiguous",
+}
+
+
+class _Ctx:
+    def __init__(self, path):
+        self.path = path
+
+    def fail(self, field, msg):
+        raise SourceError(self.path, msg, field=field)
+
+    def unsupported(self, field, msg):
+        raise UnsupportedError(self.path, msg + " (tokmap refuses what it cannot reproduce exactly)", field=field)
+
+    def req(self, obj, key, field, types):
+        if not isinstance(obj, dict) or key not in obj:
+            self.fail(f"{field}.{key}", "required field is missing")
+        val = obj[key]
+        if not isinstance(val, types) or (isinstance(val, bool) and bool not in _as_tuple(types)):
+            self.fail(f"{field}.{key}", f"expected {_names(types)}, got {type(val).__name__}")
+        return val
+
+    def opt(self, obj, key, field, types, default):
+        if key not in obj or obj[key] is None:
+            return default
+        return self.req(obj, key, field, types)
+
+
+def _as_tuple(t):
+    return t if isinstance(t, tuple) else (t,)
+
+
+def _names(t):
+    return " or ".join(x.__name__ for x in _as_tuple(t))
+
+
+def read(path, data: bytes | None = None, chat_template: str | None = None) -> TokenizerDef:
+    path = os.fspath(path)
+    if data is None:
+        with open(path, "rb") as f:
+            data = f.read()
+    ctx = _Ctx(path)
+    try:
+        doc = json.loads(data)
+    except UnicodeDecodeError as e:
+        raise SourceError(path, f"not UTF-8 ({e.reason} at byte {e.start})") from None
+    except json.JSONDecodeError as e:
+        raise SourceError(path, f"invalid JSON: {e.msg} (column {e.colno})", line=e.lineno) from None
+    if not isinstance(doc, dict):
+        ctx.fail("(top level)", "expected a JSON object")
+    version = doc.get("version", "1.0")
+    if version != "1.0":
+        ctx.unsupported("version", f"tokenizer.json version {version!r}; only \"1.0\" exists")
+
+    model = _read_model(ctx, ctx.req(doc, "model", "", dict))
+    added = _read_added(ctx, doc.get("added_tokens") or [], model)
+    normalizer = _read_normalizer(ctx, doc.get("normalizer"), "normalizer")
+    pre = _read_pre_tokenizer(ctx, doc.get("pre_tokenizer"), "pre_tokenizer")
+    if not any(s["type"] == "byte_level" for s in pre):
+        ctx.unsupported("pre_tokenizer", "BPE without a ByteLevel pre-tokenizer (character-level symbols) "
+                        "is not supported yet")
+    post = _read_post(ctx, doc.get("post_processor"), "post_processor")
+    decoder = _read_decoder(ctx, doc.get("decoder"), "decoder")
+    padding = _read_padding(ctx, doc.get("padding"))
+    truncation = _read_truncation(ctx, doc.get("truncation"))
+    return TokenizerDef(
+        source_format="hf_json",
+        source_path=path,
+        source_sha256=hashlib.sha256(data).hexdigest(),
+        api="hf",
+        model=model,
+        added_tokens=added,
+        normalizer=normalizer,
+        pre_tokenizer=pre,
+        post_processor=post,
+        decoder=decoder,
+        padding=padding,
+        truncation=truncation,
+        chat_template=chat_template,
+    )
+
+
+def _read_model(ctx, m) -> BPEModel:
+    mtype = m.get("type", "BPE" if "merges" in m else None)
+    if mtype != "BPE":
+        ctx.unsupported("model.type", f"model {mtype!r} is not supported yet (BPE only)")
+    if m.get("dropout") not in (None, 0, 0.0):
+        ctx.unsupported("model.dropout", "BPE dropout is random at encode time")
+    for key in ("continuing_subword_prefix", "end_of_word_suffix"):
+        if m.get(key):
+            ctx.unsupported(f"model.{key}", f"{key} {m[key]!r} is not supported yet")
+    if m.get("byte_fallback"):
+        ctx.unsupported("model.byte_fallback", "byte_fallback is not supported yet")
+    vocab_obj = ctx.req(m, "vocab", "model", dict)
+    n = 0
+    for tok, tid in vocab_obj.items():
+        if not isinstance(tid, int) or isinstance(tid, bool) or tid < 0 or tid >= 1 << 31:
+            ctx.fail(f"model.vocab[{tok!r}]", f"id must be a non-negative integer, got {tid!r}")
+        n = max(n, tid + 1)
+    vocab: list[bytes | None] = [None] * n
+    irregular: dict[str, int] = {}
+    # Later entries win for duplicate ids, as a Rust HashMap<String,u32> -> reverse map would be
+    # ambiguous; a valid file has none, so refuse them.
+    seen_ids: dict[int, str] = {}
+    for tok, tid in vocab_obj.items():
+        if tid in seen_ids:
+            ctx.fail(f"model.vocab[{tok!r}]", f"id {tid} is also used by {seen_ids[tid]!r}")
+        seen_ids[tid] = tok
+        b = bytelevel.to_bytes(tok)
+        if b is None:
+            irregular[tok] = tid
+            b = tok.encode("utf-8", "surrogatepass")
+        vocab[tid] = b
+    merges_raw = ctx.req(m, "merges", "model", list)
+    pair_rank: dict[tuple[int, int], tuple[int, int]] = {}
+    for rank, item in enumerate(merges_raw):
+        field = f"model.merges[{rank}]"
+        if isinstance(item, str):
+            if item.startswith("#version"):
+                continue
+            parts = item.split(" ")
+            if len(parts) != 2:
+                ctx.fail(field, f"merge {item!r} must be two tokens separated by one space")
+        elif isinstance(item, list) and len(item) == 2 and all(isinstance(p, str) for p in item):
+            parts = item
+        else:
+            ctx.fail(field, f"merge must be \"a b\" or [\"a\", \"b\"], got {item!r}")
+        a, b = parts
+        for side in (a, b):
+            if side not in vocab_obj:
+                ctx.fail(field, f"merge {a!r} + {b!r}: token {side!r} is not in model.vocab")
+        joined = a + b
+        if joined not in vocab_obj:
+            ctx.fail(field, f"merge {a!r} + {b!r}: result {joined!r} is not in model.vocab")
+        # A repeated pair takes the rank of its last occurrence, as tokenizers' HashMap insert does.
+        pair_rank[(vocab_obj[a], vocab_obj[b])] = (rank, vocab_obj[joined])
+    by_rank = sorted((r, pair, res) for pair, (r, res) in pair_rank.items())
+    merges = [(pair[0], pair[1], res, r) for r, pair, res in by_rank]
+    unk = m.get("unk_token")
+    unk_id = None
+    if unk is not None:
+        if unk not in vocab_obj:
+            ctx.fail("model.unk_token", f"unk token {unk!r} is not in model.vocab")
+        unk_id = vocab_obj[unk]
+    return BPEModel(vocab=vocab, merges=merges, byte_level=True, ignore_merges=bool(m.get("ignore_merges", False)),
+                    unk_id=unk_id, irregular=irregular)
+
+
+def _read_added(ctx, items, model: BPEModel) -> list[AddedToken]:
+    if not isinstance(items, list):
+        ctx.fail("added_tokens", "expected a list")
+    model_ids = {}
+    for i, b in enumerate(model.vocab):
+        if b is not None:
+            model_ids[bytelevel.to_str(b)] = i
+    model_ids.update(model.irregular)
+    model_count = sum(1 for b in model.vocab if b is not None)
+    out: list[AddedToken] = []
+    by_content: dict[str, AddedToken] = {}
+    max_added = -1
+    for i, t in enumerate(items):
+        field = f"added_tokens[{i}]"
+        if not isinstance(t, dict):
+            ctx.fail(field, "expected an object")
+        content = ctx.req(t, "content", field, str)
+        flags = {k: ctx.req(t, k, field, bool) for k in ("single_word", "lstrip", "rstrip", "normalized", "special")}
+        ctx.req(t, "id", field, int)
+        if content == "":
+            continue
+        if content in by_content:  # a repeated entry updates the flags of the first
+            tok = by_content[content]
+            for k, v in flags.items():
+                setattr(tok, k, v)
+            continue
+        # The JSON id is not authoritative: tokenizers reuses the model id of known content and
+        # otherwise takes max(model vocab size, largest added id + 1).
+        tid = model_ids.get(content)
+        if tid is None:
+            tid = max(model_count, max_added + 1)
+        max_added = max(max_added, tid)
+        tok = AddedToken(id=tid, content=content, **flags)
+        by_content[content] = tok
+        out.append(tok)
+    return out
+
+
+def _read_normalizer(ctx, n, field) -> list[dict]:
+    if n is None:
+        return []
+    if not isinstance(n, dict):
+        ctx.fail(field, "expected an object or null")
+    t = n.get("type")
+    if t == "Sequence":
+        steps = []
+        for i, sub in enumerate(ctx.req(n, "normalizers", field, list)):
+            steps += _read_normalizer(ctx, sub, f"{field}.normalizers[{i}]")
+        return steps
+    if t in ("NFC", "NFD", "NFKC", "NFKD"):
+        return [{"type": "unicode", "form": t}]
+    ctx.unsupported(f"{field}.type", f"normalizer {t!r} is not supported yet")
+
+
+def _read_pattern(ctx, obj, field):
+    pat = ctx.req(obj, "pattern", field, dict)
+    if "Regex" in pat and isinstance(pat["Regex"], str):
+        return pat["Regex"], False
+    if "String" in pat and isinstance(pat["String"], str):
+        return pat["String"], True
+    ctx.fail(f"{field}.pattern", "expected {\"Regex\": ...} or {\"String\": ...}")
+
+
+def _read_pre_tokenizer(ctx, p, field) -> list[dict]:
+    if p is None:
+        return []
+    if not isinstance(p, dict):
+        ctx.fail(field, "expected an object or null")
+    t = p.get("type")
+    if t == "Sequence":
+        steps = []
+        for i, sub in enumerate(ctx.req(p, "pretokenizers", field, list)):
+            steps += _read_pre_tokenizer(ctx, sub, f"{field}.pretokenizers[{i}]")
+        return steps
+    if t == "Split":
+        pattern, literal = _read_pattern(ctx, p, field)
+        behavior = ctx.req(p, "behavior", field, str)
+        if behavior not in BEHAVIORS:
+            ctx.fail(f"{field}.behavior", f"unknown behavior {behavior!r}; expected one of {sorted(BEHAVIORS)}")
+        invert = ctx.req(p, "invert", field, bool)
+        return [{"type": "split", "pattern": pattern, "literal": literal, "flavor": "onig",
+                 "behavior": BEHAVIORS[behavior], "invert": invert}]
+    if t == "ByteLevel":
+        aps = ctx.req(p, "add_prefix_space", field, bool)
+        ctx.req(p, "trim_offsets", field, bool)
+        use_regex = ctx.opt(p, "use_regex", field, bool, True)
+        return [{"type": "byte_level", "add_prefix_space": aps, "use_regex": use_regex}]
+    ctx.unsupported(f"{field}.type", f"pre-tokenizer {t!r} is not supported yet")
+
+
+def _read_post(ctx, p, field) -> list[dict]:
+    if p is None:
+        return []
+    if not isinstance(p, dict):
+        ctx.fail(field, "expected an object or null")
+    t = p.get("type")
+    if t == "Sequence":
+        steps = []
+        for i, sub in enumerate(ctx.req(p, "processors", field, list)):
+            steps += _read_post(ctx, sub, f"{field}.processors[{i}]")
+        return steps
+    if t == "ByteLevel":
+        return [{"type": "byte_level", "trim_offsets": ctx.req(p, "trim_offsets", field, bool),
+                 "add_prefix_space": ctx.req(p, "add_prefix_space", field, bool)}]
+    if t == "TemplateProcessing":
+        specials = {}
+        sp = ctx.req(p, "special_tokens", field, dict)
+        for name, spec in sp.items():
+            f2 = f"{field}.special_tokens[{name!r}]"
+            ids = ctx.req(spec, "ids", f2, list)
+            toks = ctx.req(spec, "tokens", f2, list)
+            if len(ids) != len(toks) or not all(isinstance(i, int) for i in ids):
+                ctx.fail(f2, "ids and tokens must be lists of equal length")
+            specials[name] = {"ids": ids, "tokens": toks}
+
+        def template(key):
+            out = []
+            for i, piece in enumerate(ctx.req(p, key, field, list)):
+                f3 = f"{field}.{key}[{i}]"
+                if isinstance(piece, dict) and "SpecialToken" in piece:
+                    s = piece["SpecialToken"]
+                    sid = ctx.req(s, "id", f3, str)
+                    if sid not in specials:
+                        ctx.fail(f3, f"special token {sid!r} is not in special_tokens")
+                    out.append({"special": sid, "type_id": ctx.req(s, "type_id", f3, int)})
+                elif isinstance(piece, dict) and "Sequence" in piece:
+                    s = piece["Sequence"]
+                    seq = ctx.req(s, "id", f3, str)
+                    if seq not in ("A", "B"):
+                        ctx.fail(f3, f"sequence id must be A or B, got {seq!r}")
+                    out.append({"sequence": seq, "type_id": ctx.req(s, "type_id", f3, int)})
+                else:
+                    ctx.fail(f3, "expected {\"SpecialToken\": ...} or {\"Sequence\": ...}")
+            return out
+
+        return [{"type": "template", "single": template("single"), "pair": template("pair"),
+                 "special_tokens": specials}]
+    ctx.unsupported(f"{field}.type", f"post-processor {t!r} is not supported yet")
+
+
+def _read_decoder(ctx, d, field) -> list[dict]:
+    if d is None:
+        return []
+    if not isinstance(d, dict):
+        ctx.fail(field, "expected an object or null")
+    t = d.get("type")
+    if t == "Sequence":
+        steps = []
+        for i, sub in enumerate(ctx.req(d, "decoders", field, list)):
+            steps += _read_decoder(ctx, sub, f"{field}.decoders[{i}]")
+        return steps
+    if t == "ByteLevel":
+        return [{"type": "byte_level"}]
+    ctx.unsupported(f"{field}.type", f"decoder {t!r} is not supported yet")
+
+
+def _read_padding(ctx, p):
+    if p is None:
+        return None
+    strategy = p.get("strategy", "BatchLongest")
+    if strategy == "BatchLongest":
+        length = None
+    elif isinstance(strategy, dict) and isinstance(strategy.get("Fixed"), int):
+        length = strategy["Fixed"]
+    else:
+        ctx.fail("padding.strategy", f"expected \"BatchLongest\" or {{\"Fixed\": n}}, got {strategy!r}")
+    direction = p.get("direction", "Right")
+    if direction not in ("Left", "Right"):
+        ctx.fail("padding.direction", f"expected Left or Right, got {direction!r}")
+    return {"length": length, "direction": direction.lower(), "pad_to_multiple_of": p.get("pad_to_multiple_of"),
+            "pad_id": int(p.get("pad_id", 0)), "pad_type_id": int(p.get("pad_type_id", 0)),
+            "pad_token": str(p.get("pad_token", "[PAD]"))}
+
+
+def _read_truncation(ctx, t):
+    if t is None:
+        return None
+    max_length = ctx.req(t, "max_length", "truncation", int)
+    stride = int(t.get("stride", 0))
+    if stride >= max_length:
+        ctx.fail("truncation.stride", f"stride {stride} must be smaller than max_length {max_length}")
+    strategy = t.get("strategy", "LongestFirst")
+    if strategy not in ("LongestFirst", "OnlyFirst", "OnlySecond"):
+        ctx.fail("truncation.strategy", f"unknown strategy {strategy!r}")
+    direction = t.get("direction", "Right")
+    if direction not in ("Left", "Right"):
+        ctx.fail("truncation.direction", f"expected Left or Right, got {direction!r}")
+    return {"max_length": max_length, "stride": stride, "strategy": strategy, "direction": direction.lower()}

@@ -1,0 +1,101 @@
+"""The .mtok container: the format spec in one docstring, the constants in one table.
+
+Layout (all integers little-endian, every section offset a multiple of ALIGN):
+
+    offset 0   header          HEADER struct (64 bytes)
+    offset 64  section table   n_sections x ENTRY struct (32 bytes each)
+    ...        sections        each starts on an ALIGN boundary; padding bytes are zero
+
+HEADER fields:
+    magic       8s  b"MTOK\\r\\n\\x1a\\n" (catches text-mode and truncated copies, as PNG does)
+    version     H   FORMAT_VERSION; a reader refuses a newer major version
+    flags       H   reserved, 0
+    n_sections  I   number of entries in the section table
+    file_size   Q   total file size in bytes; a shorter file is truncated
+    table_crc   I   zlib.crc32 of the section table bytes (always checked: it is tiny)
+    reserved    36s zero
+
+ENTRY fields:
+    id          I   section id (SECTION_* below); ids >= BLOB_BASE are pipeline blobs named in META
+    dtype       I   element type code (DTYPES below): the reader casts the view to it
+    offset      Q   byte offset of the section in the file
+    length      Q   byte length (a multiple of the element size)
+    crc32       I   zlib.crc32 of the section bytes, checked by verify() only
+    reserved    I   zero
+
+Sections are non-overlapping, inside the file, in increasing offset order, with unique ids. The
+META section is UTF-8 JSON: the pipeline (normalizer, pre-tokenizer, model, added tokens,
+post-processor, decoder, padding, truncation) as lists of tagged steps, plus provenance.
+Everything large is an array section viewed in place without copying.
+"""
+
+from __future__ import annotations
+
+import struct
+
+MAGIC = b"MTOK\r\n\x1a\n"
+FORMAT_VERSION = 1
+ALIGN = 64
+
+HEADER = struct.Struct("<8sHHIQI36s")
+ENTRY = struct.Struct("<IIQQII")
+assert HEADER.size == 64 and ENTRY.size == 32
+
+# Element types: code -> (memoryview format, size in bytes, numpy dtype string).
+DTYPES = {
+    1: ("B", 1, "<u1"),
+    2: ("H", 2, "<u2"),
+    3: ("I", 4, "<u4"),
+    4: ("Q", 8, "<u8"),
+    5: ("i", 4, "<i4"),
+    6: ("f", 4, "<f4"),
+}
+U8, U16, U32, U64, I32, F32 = 1, 2, 3, 4, 5, 6
+
+# Section ids. A section's meaning never changes once released; new ones get new ids.
+SECTION_META = 1  # JSON: pipeline + provenance
+SECTION_TOKEN_BYTES = 2  # u8: every token's bytes, concatenated in id order
+SECTION_TOKEN_OFFSETS = 3  # u32[n+1]: token i is TOKEN_BYTES[off[i]:off[i+1]]
+SECTION_SORTED_IDS = 4  # u32[n]: ids ordered by their token bytes (bytewise), for binary search
+SECTION_MERGE_KEYS = 5  # u64[m]: left_id << 32 | right_id, ascending
+SECTION_MERGE_RANKS = 6  # u32[m]: rank of the merge at the same index (lower merges first)
+SECTION_MERGE_RESULTS = 7  # u32[m]: id of the merged token
+SECTION_ADDED_TOKENS = 8  # JSON list of added tokens (parsed on first use, not at load)
+SECTION_CHAT_TEMPLATE = 9  # UTF-8 text
+SECTION_BYTE_IDS = 10  # u32[256]: id of the single-byte symbol for each byte (NO_ID if none)
+BLOB_BASE = 0x100  # 0x100 + k: k-th pipeline blob (class tables, normalization tables)
+
+SECTION_NAMES = {
+    SECTION_META: "meta",
+    SECTION_TOKEN_BYTES: "token_bytes",
+    SECTION_TOKEN_OFFSETS: "token_offsets",
+    SECTION_SORTED_IDS: "sorted_ids",
+    SECTION_MERGE_KEYS: "merge_keys",
+    SECTION_MERGE_RANKS: "merge_ranks",
+    SECTION_MERGE_RESULTS: "merge_results",
+    SECTION_ADDED_TOKENS: "added_tokens",
+    SECTION_CHAT_TEMPLATE: "chat_template",
+    SECTION_BYTE_IDS: "byte_ids",
+}
+
+# Sections every file must have, with their element type.
+REQUIRED = {
+    SECTION_META: U8,
+    SECTION_TOKEN_BYTES: U8,
+    SECTION_TOKEN_OFFSETS: U32,
+    SECTION_SORTED_IDS: U32,
+}
+
+NO_ID = 0xFFFFFFFF  # "no token" in u32 id arrays
+
+
+def section_name(sid: int) -> str:
+    if sid in SECTION_NAMES:
+        return SECTION_NAMES[sid]
+    if sid >= BLOB_BASE:
+        return f"blob{sid - BLOB_BASE}"
+    return f"section{sid}"
+
+
+def align_up(n: int) -> int:
+    return (n + ALIGN - 1) // ALIGN * ALIGN

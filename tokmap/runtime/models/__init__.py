@@ -1,0 +1,1 @@
+"""Tokenization models run over pre-tokenized pieces."""

@@ -1,0 +1,269 @@
+"""The encode/decode pipeline built from META's tagged steps.
+
+    text -> added tokens (raw pass) -> normalizer -> added tokens (normalized pass)
+         -> pre-tokenizer steps -> model per piece -> truncation -> post-processor -> padding
+
+Each stage is data from the file dispatched by its "type"; this module only wires them together
+and keeps offsets (original code-point ranges) when asked for them.
+"""
+
+from __future__ import annotations
+
+import re
+
+from .. import bytelevel, mtok
+from ..errors import TokmapError
+from . import postprocess, pretokenizers
+from .added import Matcher
+from .pretokenizers import expand
+
+
+class UnknownTokenError(TokmapError, KeyError):
+    """An id outside the vocabulary was given to a decoder that, like tiktoken's, refuses it."""
+
+
+class Pipeline:
+    def __init__(self, f, meta, model, added_tokens):
+        self.f = f
+        self.meta = meta
+        self.api = meta["api"]
+        self.model = model
+        self.pre = pretokenizers.build(f, meta["pre_tokenizer"])
+        self.normalizers = self._build_normalizers(meta["normalizer"])
+        self.post = meta["post_processor"]
+        self.decoder = meta["decoder"]
+        self.byte_decoder = any(s["type"] in ("byte_level", "bytes") for s in self.decoder)
+        self.added = added_tokens
+        self.added_by_id = {a.id: a for a in added_tokens}
+        self.special_ids = {a.id for a in added_tokens if a.special}
+        self.irregular = meta.get("irregular", {})
+        self.irregular_by_id = {v: k for k, v in self.irregular.items()}
+        self.holes = [tuple(h) for h in meta.get("holes", [])]
+        raw = {a.content: a for a in added_tokens if not a.normalized}
+        norm = [a for a in added_tokens if a.normalized]
+        self.word_char = _word_char
+        self.raw_matcher = Matcher(raw, self.word_char) if raw and self.api == "hf" else None
+        self.norm_matcher = None
+        if norm and self.api == "hf":
+            self.norm_matcher = Matcher({self.normalize(a.content)[0]: a for a in norm}, self.word_char)
+        self._special_regex = {}
+
+    def _build_normalizers(self, steps):
+        out = []
+        for s in steps:
+            if s["type"] == "unicode":
+                from .normalize_unicode import UnicodeNormalizer
+
+                out.append((UnicodeNormalizer(self.f.view(mtok.BLOB_BASE + s["tables"], mtok.U8)), s["form"]))
+            else:
+                raise ValueError(f"unknown normalizer step {s['type']!r}")
+        return out
+
+    # -- stages ---------------------------------------------------------------------------------
+    def normalize(self, text: str, want_align: bool = False):
+        """(normalized text, per-char (start, end) into `text`, or None when unchanged)."""
+        align = None
+        for norm, form in self.normalizers:
+            new, al = norm.normalize(text, form, want_alignments=want_align)
+            if new == text and al is None:
+                continue
+            if want_align:
+                if al is None:
+                    al = [(i, i + 1) for i in range(len(new))]
+                align = al if align is None else [(align[a][0], align[b - 1][1]) if b > a else
+                                                  (align[a][0] if a < len(align) else 0,) * 2 for a, b in al]
+            text = new
+        return text, align
+
+    def pieces(self, text: str, offs):
+        pieces = [(text, offs)]
+        for step in self.pre:
+            pieces = step(pieces)
+        return pieces
+
+    def encode_pieces(self, pieces, ids: list, offsets: list | None):
+        model = self.model
+        for ptext, poffs in pieces:
+            data = ptext.encode("utf-8")
+            toks = model.encode_piece(data)
+            ids.extend(toks)
+            if offsets is not None:
+                offsets.extend(_token_offsets(model, ptext, data, poffs, toks))
+
+    def _encode_text(self, text: str, base: int, ids: list, offsets: list | None):
+        """A stretch of text with no raw-pass added token in it."""
+        want = offsets is not None
+        ntext, align = self.normalize(text, want) if self.normalizers else (text, None)
+        if want and align is not None:
+            offs0 = [(base + a, base + b) for a, b in align]
+        else:
+            offs0 = base
+        if self.norm_matcher is not None:
+            for tok, s, e in self.norm_matcher.split(ntext):
+                if tok is not None:
+                    ids.append(tok.id)
+                    if want:
+                        o = expand(offs0, len(ntext))
+                        offsets.append((o[s][0], o[e - 1][1]) if e > s else (base, base))
+                else:
+                    self.encode_pieces(self.pieces(ntext[s:e], pretokenizers.slice_offs(offs0, s, e)), ids, offsets)
+        else:
+            self.encode_pieces(self.pieces(ntext, offs0), ids, offsets)
+
+    def encode_sequence(self, text: str, want_offsets: bool):
+        """Model ids (and offsets) for one sequence, before post-processing (tokenizers' rules)."""
+        ids: list[int] = []
+        offsets = [] if want_offsets else None
+        if self.raw_matcher is None:
+            self._encode_text(text, 0, ids, offsets)
+        else:
+            for tok, s, e in self.raw_matcher.split(text):
+                if tok is not None:
+                    ids.append(tok.id)
+                    if want_offsets:
+                        offsets.append((s, e))
+                elif e > s:
+                    self._encode_text(text[s:e], s, ids, offsets)
+        return ids, offsets
+
+    def encode_ids(self, text: str, add_special_tokens: bool) -> list[int]:
+        ids, _ = self.encode_sequence(text, False)
+        return postprocess.add_specials_ids(self.post, ids, add_special_tokens)
+
+    def encode_full(self, text: str, pair: str | None, add_special_tokens: bool):
+        a = postprocess.make_encoding(*self.encode_sequence(text, True), type_id=0)
+        b = postprocess.make_encoding(*self.encode_sequence(pair, True), type_id=1) if pair is not None else None
+        return postprocess.finish(self.meta, self.post, a, b, add_special_tokens,
+                                  tokens_of=lambda ids: [self.id_to_token(i) or "" for i in ids])
+
+    def encode_ordinary(self, text: str) -> list[int]:
+        ids: list[int] = []
+        self.encode_pieces(self.pieces(text, 0), ids, None)
+        return ids
+
+    def encode_with_specials(self, text: str, allowed: dict[str, int]) -> list[int]:
+        """tiktoken: allowed specials become their ids, the text between is encoded on its own."""
+        if not allowed:
+            return self.encode_ordinary(text)
+        key = frozenset(allowed)
+        rx = self._special_regex.get(key)
+        if rx is None:
+            rx = re.compile("|".join(re.escape(s) for s in sorted(allowed, key=lambda s: (-len(s), s))))
+            self._special_regex[key] = rx
+        ids: list[int] = []
+        prev = 0
+        for m in rx.finditer(text):
+            if m.start() > prev:
+                self.encode_pieces(self.pieces(text[prev:m.start()], prev), ids, None)
+            ids.append(allowed[m.group()])
+            prev = m.end()
+        if prev < len(text):
+            self.encode_pieces(self.pieces(text[prev:], prev), ids, None)
+        return ids
+
+    # -- decoding ---------------------------------------------------------------------------------
+    def known(self, i: int) -> bool:
+        if not 0 <= i < self.model_vocab_limit():
+            return False
+        for a, b in self.holes:
+            if a <= i < b:
+                return False
+        return True
+
+    def model_vocab_limit(self):
+        return self.meta["vocab_size"]
+
+    def decode_bytes(self, ids: list[int]) -> bytes:
+        tb, off = self.model.tb, self.model.off
+        out = []
+        for i in ids:
+            if not self.known(i):
+                raise UnknownTokenError(f"Invalid token for decoding: {i}")
+            out.append(tb[off[i] : off[i + 1]])
+        return b"".join(out)
+
+    def decode(self, ids: list[int], skip_special_tokens: bool | None) -> str:
+        if self.api == "tiktoken":
+            return self.decode_bytes(ids).decode("utf-8", "replace")
+        if self.api == "tekken":
+            # Tekkenizer decodes each run of ordinary tokens separately and ignores specials.
+            n_special = self.meta["extra"]["num_special"]
+            out, run = [], []
+            for i in ids + [-1]:
+                if i >= n_special:
+                    run.append(i)
+                    continue
+                if run:
+                    out.append(self.decode_bytes(run).decode("utf-8", "replace"))
+                    run = []
+            return "".join(out)
+        skip = True if skip_special_tokens is None else skip_special_tokens
+        keep = [i for i in ids if self.known(i) and not (skip and i in self.special_ids)]
+        if self.byte_decoder:
+            return self.decode_bytes(keep).decode("utf-8", "replace")
+        return " ".join(self.id_to_token(i) for i in keep)
+
+    def id_to_token(self, i: int):
+        if not self.known(i):
+            return None
+        if self.api != "hf":
+            return self.model.token_bytes(i)
+        a = self.added_by_id.get(i)
+        if a is not None:
+            return a.content
+        if i in self.irregular_by_id:
+            return self.irregular_by_id[i]
+        return bytelevel.to_str(self.model.token_bytes(i))
+
+    def token_to_id(self, token) -> int | None:
+        if isinstance(token, str):
+            for a in self.added:
+                if a.content == token:
+                    return a.id
+            if token in self.irregular:
+                return self.irregular[token]
+            data = bytelevel.to_bytes(token) if self.api == "hf" else token.encode("utf-8")
+            if data is None:
+                return None
+        elif isinstance(token, (bytes, bytearray, memoryview)):
+            data = bytes(token)
+        else:
+            raise TypeError(f"token must be str or bytes, got {type(token).__name__}")
+        return self.model.lookup(data)
+
+
+def _word_char(c: str) -> bool:
+    # Rust regex \w for added-token single_word checks: alphanumeric, marks, connector punctuation.
+    return c.isalnum() or c == "_" or (not c.isascii() and _is_mark_or_pc(c))
+
+
+def _is_mark_or_pc(c: str) -> bool:
+    import unicodedata
+
+    return unicodedata.category(c) in ("Mn", "Mc", "Me", "Pc")
+
+
+def _token_offsets(model, ptext, data, poffs, toks):
+    """Original (start, end) for each token of one piece: from its first byte's char to its last's."""
+    off = model.off
+    if len(data) == len(ptext):  # ASCII: byte index == char index
+        char_of = None
+    else:
+        char_of = []
+        for ci, ch in enumerate(ptext):
+            char_of.extend([ci] * len(ch.encode("utf-8", "surrogatepass")))
+    out = []
+    pos = 0
+    for t in toks:
+        n = off[t + 1] - off[t]
+        if n <= 0:
+            n = 1
+        b0, b1 = pos, min(pos + n, len(data))
+        pos = b1
+        cs = b0 if char_of is None else char_of[min(b0, len(char_of) - 1)]
+        ce = (b1 - 1 if char_of is None else char_of[max(b1 - 1, 0)]) + 1
+        if isinstance(poffs, int):
+            out.append((poffs + cs, poffs + ce))
+        else:
+            out.append((poffs[cs][0], poffs[ce - 1][1]))
+    return out

@@ -1,0 +1,211 @@
+"""Post-processing as tokenizers does it: truncation, ByteLevel offset trimming, templates, padding."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+WS = frozenset("\t\n\x0b\x0c\r \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a"
+               "\u2028\u2029\u202f\u205f\u3000")
+
+
+def _template(post):
+    for s in post:
+        if s["type"] == "template":
+            return s
+    return None
+
+
+def added_count(post, is_pair: bool) -> int:
+    t = _template(post)
+    if t is None:
+        return 0
+    return sum(len(t["special_tokens"][p["special"]]["ids"]) for p in t["pair" if is_pair else "single"]
+               if "special" in p)
+
+
+def add_specials_ids(post, ids: list[int], add_special_tokens: bool) -> list[int]:
+    """Fast path for encode(): the template's ids around one sequence."""
+    t = _template(post)
+    if t is None or not add_special_tokens:
+        return ids
+    out: list[int] = []
+    for p in t["single"]:
+        if "special" in p:
+            out.extend(t["special_tokens"][p["special"]]["ids"])
+        else:
+            out.extend(ids)
+    return out
+
+
+def make_encoding(ids, offsets, type_id=0):
+    from .tokenizer import Encoding
+
+    n = len(ids)
+    return Encoding(list(ids), [type_id] * n, list(offsets), [0] * n, [1] * n)
+
+
+def _slice(enc, a, b):
+    from .tokenizer import Encoding
+
+    return Encoding(enc.ids[a:b], enc.type_ids[a:b], enc.offsets[a:b], enc.special_tokens_mask[a:b],
+                    enc.attention_mask[a:b])
+
+
+def truncate(enc, max_len: int, stride: int, direction: str):
+    """tokenizers' Encoding::truncate: the kept window plus overflowing windows stepping by max-stride."""
+    n = len(enc.ids)
+    if max_len >= n:
+        return enc
+    if max_len == 0:
+        return replace(make_encoding([], []), overflowing=[enc])
+    step = max_len - stride
+    ranges = []
+    if direction == "right":
+        for start in range(0, n, step):
+            stop = min(start + max_len, n)
+            ranges.append((start, stop))
+            if stop == n:
+                break
+    else:
+        for stop1 in range(n - 1, -1, -step):
+            stop = stop1 + 1
+            start = max(stop - max_len, 0)
+            ranges.append((start, stop))
+            if start == 0:
+                break
+    main = _slice(enc, *ranges[0])
+    main.overflowing = [_slice(enc, a, b) for a, b in ranges[1:]]
+    return main
+
+
+def truncate_pair(a, b, trunc, budget):
+    """Returns (a, b) truncated per strategy (overflowing kept for the single-sequence case only)."""
+    if b is None:
+        return truncate(a, budget, trunc["stride"], trunc["direction"]), None
+    na, nb = len(a.ids), len(b.ids)
+    if na + nb <= budget:
+        return a, b
+    strategy = trunc["strategy"]
+    if strategy == "LongestFirst":
+        if na <= nb:
+            short, long_ = na, nb
+        else:
+            short, long_ = nb, na
+        n2 = max(short, budget - short)
+        if short + n2 > budget:
+            half = budget // 2
+            n_short, n_long = half, budget - half
+            if na > nb:
+                la, lb = n_long, n_short
+            elif nb > na:
+                la, lb = n_short, n_long
+            else:
+                la, lb = n_long, n_short
+        else:
+            la, lb = (short, n2) if na <= nb else (n2, short)
+        return (truncate(a, la, trunc["stride"], trunc["direction"]),
+                truncate(b, lb, trunc["stride"], trunc["direction"]))
+    target_first = strategy == "OnlyFirst"
+    keep = budget - (nb if target_first else na)
+    if keep <= 0 or keep <= trunc["stride"]:
+        from ..errors import EncodeError
+
+        raise EncodeError(f"truncation {strategy}: the sequence to truncate is too short for max_length")
+    if target_first:
+        return truncate(a, keep, trunc["stride"], trunc["direction"]), b
+    return a, truncate(b, keep, trunc["stride"], trunc["direction"])
+
+
+def trim_byte_level_offsets(enc, tokens, add_prefix_space: bool):
+    for k, tok in enumerate(tokens):
+        lead = 0
+        for c in tok:
+            if c == "\u0120" or c in WS:
+                lead += 1
+            else:
+                break
+        trail = 0
+        for c in reversed(tok):
+            if c == "\u0120" or c in WS:
+                trail += 1
+            else:
+                break
+        s, e = enc.offsets[k]
+        if lead:
+            if (k == 0 or s == 0) and add_prefix_space and lead == 1:
+                lead = 0
+            s = min(s + lead, e)
+        if trail and e >= trail:
+            e = max(e - trail, s)
+        enc.offsets[k] = (s, e)
+
+
+def apply_template(post, a, b, add_special_tokens):
+    from .tokenizer import Encoding
+
+    t = _template(post)
+    if t is None:
+        if b is None:
+            return a
+        return Encoding(a.ids + b.ids, a.type_ids + [1] * len(b.ids), a.offsets + b.offsets,
+                        a.special_tokens_mask + b.special_tokens_mask, a.attention_mask + b.attention_mask)
+    out = Encoding([], [], [], [], [])
+    for p in t["pair" if b is not None else "single"]:
+        if "special" in p:
+            if not add_special_tokens:
+                continue
+            ids = t["special_tokens"][p["special"]]["ids"]
+            out.ids += ids
+            out.type_ids += [p["type_id"]] * len(ids)
+            out.offsets += [(0, 0)] * len(ids)
+            out.special_tokens_mask += [1] * len(ids)
+            out.attention_mask += [1] * len(ids)
+        else:
+            seq = a if p["sequence"] == "A" else b
+            out.ids += seq.ids
+            out.type_ids += [p["type_id"]] * len(seq.ids)
+            out.offsets += seq.offsets
+            out.special_tokens_mask += seq.special_tokens_mask
+            out.attention_mask += seq.attention_mask
+    return out
+
+
+def finish(meta, post, a, b, add_special_tokens, tokens_of=None):
+    trunc = meta.get("truncation")
+    if trunc:
+        budget = trunc["max_length"] - (added_count(post, b is not None) if add_special_tokens else 0)
+        a, b = truncate_pair(a, b, trunc, max(budget, 0))
+    for s in post:
+        if s["type"] == "byte_level" and s["trim_offsets"] and tokens_of is not None:
+            trim_byte_level_offsets(a, tokens_of(a.ids), s["add_prefix_space"])
+            if b is not None:
+                trim_byte_level_offsets(b, tokens_of(b.ids), s["add_prefix_space"])
+    enc = apply_template(post, a, b, add_special_tokens)
+    enc.overflowing = [apply_template(post, o, None, add_special_tokens) for o in a.overflowing] if b is None else []
+    pad = meta.get("padding")
+    if pad and pad["length"] is not None:
+        enc = pad_to(enc, pad, pad["length"])
+    return enc
+
+
+def pad_to(enc, pad, length):
+    m = pad.get("pad_to_multiple_of")
+    if m:
+        length = (length + m - 1) // m * m
+    n = length - len(enc.ids)
+    if n <= 0:
+        return enc
+    ids, tt, off, sm, am = ([pad["pad_id"]] * n, [pad["pad_type_id"]] * n, [(0, 0)] * n, [1] * n, [0] * n)
+    if pad["direction"] == "right":
+        enc.ids += ids; enc.type_ids += tt; enc.offsets += off; enc.special_tokens_mask += sm
+        enc.attention_mask += am
+    else:
+        enc.ids[:0] = ids; enc.type_ids[:0] = tt; enc.offsets[:0] = off; enc.special_tokens_mask[:0] = sm
+        enc.attention_mask[:0] = am
+    enc.overflowing = [pad_to(o, pad, length) for o in enc.overflowing]
+    return enc
+
+
+def pad_batch(encs, pad):
+    length = pad["length"] if pad["length"] is not None else max((len(e.ids) for e in encs), default=0)
+    return [pad_to(e, pad, length) for e in encs]

@@ -1,0 +1,145 @@
+"""Pre-tokenizer steps, run in order over pieces.
+
+A piece is (text, offs): `offs` is an int when the piece is an unchanged slice of the original text
+starting there (the common case, costing nothing to track), or a list giving each char's original
+(start, end) range once a step inserted or rewrote characters. Split patterns were compiled at
+export into stdlib `re` over a class-translated copy of the text (see runtime/charclass.py), so
+the regex module and the running Python's Unicode tables are never involved.
+"""
+
+from __future__ import annotations
+
+import re
+
+from .. import mtok
+from .charclass import translate_py
+
+NP_THRESHOLD = 1 << 16  # chars; above this numpy's vectorised translation pays for its import
+
+
+def expand(offs, n: int) -> list[tuple[int, int]]:
+    if isinstance(offs, int):
+        return [(offs + i, offs + i + 1) for i in range(n)]
+    return offs
+
+
+def slice_offs(offs, s: int, e: int):
+    return offs + s if isinstance(offs, int) else offs[s:e]
+
+
+def apply_behavior(spans: list[tuple[int, int, bool]], behavior: str) -> list[tuple[int, int]]:
+    """spans cover the text in order as (start, end, is_match); returns the kept (start, end)."""
+    if behavior == "isolated":
+        out = [(s, e) for s, e, _m in spans]
+    elif behavior == "removed":
+        out = [(s, e) for s, e, m in spans if not m]
+    elif behavior == "merged_with_previous":
+        out, prev_match = [], False
+        for s, e, m in spans:
+            if m and not prev_match and out:
+                out[-1] = (out[-1][0], e)
+            else:
+                out.append((s, e))
+            prev_match = m
+    elif behavior == "merged_with_next":
+        out, prev_match = [], False
+        for s, e, m in reversed(spans):
+            if m and not prev_match and out:
+                out[-1] = (s, out[-1][1])
+            else:
+                out.append((s, e))
+            prev_match = m
+        out.reverse()
+    elif behavior == "contiguous":
+        out, prev_match = [], False
+        for s, e, m in spans:
+            if m == prev_match and out:
+                out[-1] = (out[-1][0], e)
+            else:
+                out.append((s, e))
+            prev_match = m
+    else:
+        raise ValueError(f"unknown split behavior {behavior!r}")
+    return [(s, e) for s, e in out if s < e]
+
+
+class SplitStep:
+    def __init__(self, f, step: dict):
+        self.behavior = step["behavior"]
+        self.invert = bool(step["invert"])
+        if "literal" in step:
+            self.regex = re.compile(re.escape(step["literal"]))
+            self.index = self.blocks = None
+        else:
+            self.regex = re.compile(step["regex"])
+            self.index = f.view(mtok.BLOB_BASE + step["class_index"], mtok.U16)
+            self.blocks = f.view(mtok.BLOB_BASE + step["class_blocks"], mtok.U8)
+            if len(self.index) != 0x1100 or len(self.blocks) % 256:
+                raise ValueError("class table has the wrong size")
+            self._np = None
+
+    def translate(self, text: str) -> str:
+        if self.index is None or text.isascii():
+            return text
+        if len(text) >= NP_THRESHOLD:
+            from .charclass import translate_np
+
+            if self._np is None:
+                import numpy as np
+
+                self._np = (np.frombuffer(self.index, dtype="<u2"), np.frombuffer(self.blocks, dtype=np.uint8))
+            return translate_np(text, *self._np)
+        return translate_py(text, self.index, self.blocks)
+
+    def spans(self, text: str) -> list[tuple[int, int]]:
+        if not text:
+            return []
+        t = self.translate(text)
+        flag = not self.invert
+        spans, prev = [], 0
+        for m in self.regex.finditer(t):
+            s, e = m.span()
+            if prev != s:
+                spans.append((prev, s, not flag))
+            spans.append((s, e, flag))
+            prev = e
+        if prev != len(text):
+            spans.append((prev, len(text), not flag))
+        if self.behavior == "isolated" and not self.invert:
+            return [(s, e) for s, e, _m in spans if s < e]
+        return apply_behavior(spans, self.behavior)
+
+    def __call__(self, pieces):
+        out = []
+        for text, offs in pieces:
+            for s, e in self.spans(text):
+                out.append((text[s:e], slice_offs(offs, s, e)))
+        return out
+
+
+class PrefixSpaceStep:
+    """ByteLevel's add_prefix_space: a ' ' before every piece that does not start with one; the
+    inserted space takes the original range of the char it attaches to."""
+
+    def __call__(self, pieces):
+        out = []
+        for text, offs in pieces:
+            if text.startswith(" ") or not text:
+                out.append((text, offs))
+            else:
+                o = expand(offs, len(text))
+                out.append((" " + text, [o[0]] + o))
+        return out
+
+
+def build(f, steps: list[dict]):
+    out = []
+    for step in steps:
+        t = step["type"]
+        if t == "split":
+            out.append(SplitStep(f, step))
+        elif t == "prefix_space":
+            out.append(PrefixSpaceStep())
+        else:
+            raise ValueError(f"unknown pre-tokenizer step {t!r}")
+    return out

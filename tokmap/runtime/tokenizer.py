@@ -1,0 +1,272 @@
+"""The Tokenizer: a mapped .mtok file and the pipeline its META section describes.
+
+Loading maps the file, checks the header and parses the small META json; everything else
+(pipeline objects, added-token matchers, numpy views) is built on first use. Encoding follows the
+source's reference library: tokenizers for tokenizer.json ("hf"), tiktoken for .tiktoken
+("tiktoken"), mistral-common's Tekkenizer for Tekken ("tekken").
+"""
+
+from __future__ import annotations
+
+import json
+import zlib
+from dataclasses import dataclass, field
+
+from .. import bytelevel, mtok
+from ..errors import EncodeError, FormatError, TokmapError
+from . import added as added_mod
+from . import postprocess
+from .reader import MtokFile
+
+
+def load(path, verify: bool = False) -> "Tokenizer":
+    """Map a .mtok file. verify=True also checks every section checksum (reads the whole file)."""
+    f = MtokFile(path)
+    if verify:
+        f.verify()
+    return Tokenizer(f)
+
+
+@dataclass
+class Encoding:
+    """One encoded sequence, with what tokenizers' Encoding carries."""
+
+    ids: list[int]
+    type_ids: list[int]
+    offsets: list[tuple[int, int]]
+    special_tokens_mask: list[int]
+    attention_mask: list[int]
+    overflowing: list["Encoding"] = field(default_factory=list)
+
+    def __len__(self):
+        return len(self.ids)
+
+
+def _guard(fn):
+    """Turn any failure caused by corrupted mapped data into a FormatError naming the file."""
+
+    def wrapper(self, *args, **kwargs):
+        try:
+            return fn(self, *args, **kwargs)
+        except TokmapError:
+            raise
+        except (IndexError, KeyError, ValueError, TypeError, OverflowError, RecursionError, MemoryError,
+                UnicodeError) as e:
+            if isinstance(e, (TypeError, ValueError)) and getattr(self, "_user_error", False):
+                raise
+            raise FormatError(self.path, f"corrupted data while running {fn.__name__}: {type(e).__name__}: {e} "
+                              f"(run `tokmap verify` on the file)") from e
+
+    wrapper.__name__ = fn.__name__
+    wrapper.__doc__ = fn.__doc__
+    return wrapper
+
+
+class Tokenizer:
+    def __init__(self, f: MtokFile):
+        self._f = f
+        self.path = f.path
+        self.meta = self._json_section(mtok.SECTION_META, dict)
+        try:
+            self.api = self.meta["api"]
+            self.vocab_size = int(self.meta["vocab_size"])
+            n_off = len(f.view(mtok.SECTION_TOKEN_OFFSETS, mtok.U32))
+            if n_off != self.vocab_size + 1 or self.api not in ("hf", "tiktoken", "tekken"):
+                raise ValueError(f"{n_off} token offsets for vocab_size {self.vocab_size}")
+            for sid in (mtok.SECTION_MERGE_KEYS, mtok.SECTION_MERGE_RANKS, mtok.SECTION_MERGE_RESULTS,
+                        mtok.SECTION_BYTE_IDS):
+                if not f.has(sid):
+                    raise ValueError(f"section {mtok.section_name(sid)} is missing")
+            nk = len(f.view(mtok.SECTION_MERGE_KEYS, mtok.U64))
+            if len(f.view(mtok.SECTION_MERGE_RANKS, mtok.U32)) != nk or \
+                    len(f.view(mtok.SECTION_MERGE_RESULTS, mtok.U32)) != nk:
+                raise ValueError("merge arrays differ in length")
+            if len(f.view(mtok.SECTION_BYTE_IDS, mtok.U32)) != 256:
+                raise ValueError("byte_ids must hold 256 entries")
+        except FormatError:
+            raise
+        except (KeyError, ValueError, TypeError) as e:
+            raise FormatError(self.path, f"inconsistent file: {e}", section="meta") from None
+        self._model = None
+        self._pipeline = None
+        self._added = None
+        self._holes = None
+
+    # -- loading helpers ----------------------------------------------------------------------
+    def _json_section(self, sid, typ):
+        """Small json sections are always checksummed: a flipped bit there must not run."""
+        _dt, off, length, crc = self._f.sections.get(sid, (None, None, None, None))
+        if off is None:
+            raise FormatError(self.path, "section is missing", section=mtok.section_name(sid))
+        raw = self._f.view(sid, mtok.U8)
+        if zlib.crc32(raw) != crc:
+            raise FormatError(self.path, "checksum mismatch (file corrupted)", section=mtok.section_name(sid),
+                              offset=off)
+        try:
+            val = json.loads(bytes(raw))
+        except (ValueError, UnicodeDecodeError) as e:
+            raise FormatError(self.path, f"invalid JSON: {e}", section=mtok.section_name(sid), offset=off) from None
+        if not isinstance(val, typ):
+            raise FormatError(self.path, f"expected a JSON {typ.__name__}", section=mtok.section_name(sid), offset=off)
+        return val
+
+    @property
+    def model(self):
+        if self._model is None:
+            from .models.bpe import BPE
+
+            self._model = BPE(self._f, self.meta)
+        return self._model
+
+    @property
+    def pipeline(self):
+        if self._pipeline is None:
+            from .pipeline import Pipeline
+
+            self._pipeline = Pipeline(self._f, self.meta, self.model, self.added_tokens)
+        return self._pipeline
+
+    @property
+    def added_tokens(self) -> list:
+        if self._added is None:
+            if self._f.has(mtok.SECTION_ADDED_TOKENS):
+                self._added = added_mod.parse(self._json_section(mtok.SECTION_ADDED_TOKENS, list))
+            else:
+                self._added = []
+            for a in self._added:
+                if not 0 <= a.id < self.vocab_size:
+                    raise FormatError(self.path, f"added token id {a.id} outside the vocabulary",
+                                      section="added_tokens")
+        return self._added
+
+    @property
+    def chat_template(self) -> str | None:
+        if not self._f.has(mtok.SECTION_CHAT_TEMPLATE):
+            return None
+        return bytes(self._f.view(mtok.SECTION_CHAT_TEMPLATE)).decode("utf-8", "replace")
+
+    @property
+    def provenance(self) -> dict:
+        return self.meta.get("provenance", {})
+
+    # -- encoding -----------------------------------------------------------------------------
+    @_guard
+    def encode(self, text: str, add_special_tokens: bool = True, *, allowed_special=None, disallowed_special=None,
+               as_array: bool = False):
+        """Token ids for `text`.
+
+        tokenizer.json: as tokenizers' `encode(text, add_special_tokens=...).ids` (with the file's
+        truncation and padding). .tiktoken: as tiktoken's `encode(text, allowed_special=...,
+        disallowed_special=...)` (defaults: no specials allowed, all disallowed). Tekken: as
+        `Tekkenizer.encode(text, bos=add_special_tokens, eos=False)`.
+        """
+        if not isinstance(text, str):
+            raise TypeError(f"encode expects str, got {type(text).__name__}")
+        if self.api == "tiktoken":
+            ids = self._tiktoken_encode(text, allowed_special, disallowed_special)
+        elif self.api == "tekken":
+            self._no_tiktoken_args(allowed_special, disallowed_special)
+            ids = self.pipeline.encode_ordinary(_replace_surrogates(text))
+            bos = self.meta["extra"].get("bos_id")
+            if add_special_tokens and bos is not None:
+                ids.insert(0, bos)
+        else:
+            self._no_tiktoken_args(allowed_special, disallowed_special)
+            if self.meta.get("truncation") or self.meta.get("padding"):
+                ids = self.pipeline.encode_full(text, None, add_special_tokens).ids
+            else:
+                ids = self.pipeline.encode_ids(text, add_special_tokens)
+        return _as_array(ids) if as_array else ids
+
+    @_guard
+    def encode_ordinary(self, text: str, as_array: bool = False):
+        """Ids with no special-token handling at all (tiktoken's `encode_ordinary`)."""
+        ids = self.pipeline.encode_ordinary(_replace_surrogates(text))
+        return _as_array(ids) if as_array else ids
+
+    @_guard
+    def encode_full(self, text: str, pair: str | None = None, add_special_tokens: bool = True) -> Encoding:
+        """An Encoding with offsets (code points into `text`), type ids and masks, as tokenizers gives."""
+        if self.api != "hf":
+            ids = self.encode(text, add_special_tokens) if self.api == "tekken" else self.encode(text)
+            return Encoding(ids, [0] * len(ids), [(0, 0)] * len(ids), [0] * len(ids), [1] * len(ids))
+        return self.pipeline.encode_full(text, pair, add_special_tokens)
+
+    def encode_batch(self, texts, add_special_tokens: bool = True, **kwargs):
+        """encode() over a list; results in order. (tokenizer.json padding applies batch-wide.)"""
+        if self.api == "hf" and self.meta.get("padding"):
+            encs = [self.encode_full(t, None, add_special_tokens) for t in texts]
+            return [e.ids for e in postprocess.pad_batch(encs, self.meta["padding"])]
+        return [self.encode(t, add_special_tokens, **kwargs) for t in texts]
+
+    def _no_tiktoken_args(self, allowed, disallowed):
+        if allowed is not None or disallowed is not None:
+            raise TypeError("allowed_special/disallowed_special apply to .tiktoken sources only; "
+                            "use add_special_tokens=")
+
+    def _tiktoken_encode(self, text, allowed_special, disallowed_special):
+        specials = {a.content: a.id for a in self.added_tokens}
+        if allowed_special is None:
+            allowed_special = set()
+        if disallowed_special is None:
+            disallowed_special = "all"
+        allowed = set(specials) if allowed_special == "all" else set(allowed_special)
+        if disallowed_special == "all":
+            disallowed = set(specials) - allowed
+        else:
+            disallowed = set(disallowed_special)
+        text = _replace_surrogates(text)
+        if disallowed:
+            for s in sorted(disallowed):
+                if s in text:
+                    raise EncodeError(
+                        f"Encountered text corresponding to disallowed special token {s!r}.\n"
+                        f"If you want this text to be encoded as a special token, pass it to `allowed_special`, "
+                        f"e.g. `allowed_special={{{s!r}, ...}}`.\nIf you want this text to be encoded as normal "
+                        f"text, disable the check for this token by passing `disallowed_special=(enc.special_tokens_set - "
+                        f"{{{s!r}}})`.\nTo disable this check for all special tokens, pass `disallowed_special=()`.")
+        return self.pipeline.encode_with_specials(text, {s: specials[s] for s in allowed if s in specials})
+
+    # -- decoding -----------------------------------------------------------------------------
+    @_guard
+    def decode(self, ids, skip_special_tokens: bool | None = None) -> str:
+        """Text for `ids`, as the source's reference decodes it (tokenizers: specials skipped by
+        default and unknown ids dropped; tiktoken: everything kept, unknown ids raise; Tekken:
+        specials ignored)."""
+        ids = [int(i) for i in ids]
+        return self.pipeline.decode(ids, skip_special_tokens)
+
+    @_guard
+    def decode_bytes(self, ids) -> bytes:
+        return self.pipeline.decode_bytes([int(i) for i in ids])
+
+    # -- vocabulary ---------------------------------------------------------------------------
+    @_guard
+    def id_to_token(self, i: int):
+        """HF sources: the vocabulary string (byte-level spelling); others: the token's bytes."""
+        return self.pipeline.id_to_token(int(i))
+
+    @_guard
+    def token_to_id(self, token) -> int | None:
+        return self.pipeline.token_to_id(token)
+
+    def get_vocab_size(self) -> int:
+        return self.vocab_size
+
+
+def _replace_surrogates(text: str) -> str:
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        # tiktoken's rule: lone surrogates become U+FFFD via a UTF-16 round trip.
+        return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+
+
+def _as_array(ids):
+    import numpy as np
+
+    return np.asarray(ids, dtype=np.uint32)
+
+
+__all__ = ["load", "Tokenizer", "Encoding", "bytelevel"]
