@@ -94,6 +94,10 @@ def build_sections(d: TokenizerDef) -> dict[int, tuple[int, bytes]]:
     blobs = _Blobs()
     pre = _compile_pre_tokenizer(d, blobs)
     norm = _compile_normalizer(d, blobs)
+    word_class = None
+    if any(a.single_word for a in d.added_tokens):
+        # tokenizers checks single_word neighbours with the Rust regex crate's Unicode \w.
+        word_class = _split_step(d, r"\w", False, "fancy", "isolated", False, blobs)
     holes = _ranges([i for i in range(n) if not present[i]])
     unicode_versions = sorted({s["unicode_version"] for s in pre + norm if "unicode_version" in s})
     meta = {
@@ -110,6 +114,7 @@ def build_sections(d: TokenizerDef) -> dict[int, tuple[int, bytes]]:
         "padding": d.padding,
         "truncation": d.truncation,
         "n_added": len(d.added_tokens),
+        "word_class": word_class,
         "extra": d.extra,
         "provenance": {
             "source_format": d.source_format,

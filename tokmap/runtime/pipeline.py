@@ -41,7 +41,7 @@ class Pipeline:
         self.holes = [tuple(h) for h in meta.get("holes", [])]
         raw = {a.content: a for a in added_tokens if not a.normalized}
         norm = [a for a in added_tokens if a.normalized]
-        self.word_char = _word_char
+        self.word_char = _WordClass(f, meta["word_class"]) if meta.get("word_class") else _no_word_class
         self.raw_matcher = Matcher(raw, self.word_char) if raw and self.api == "hf" else None
         self.norm_matcher = None
         if norm and self.api == "hf":
@@ -90,40 +90,70 @@ class Pipeline:
             if offsets is not None:
                 offsets.extend(_token_offsets(model, ptext, data, poffs, toks))
 
-    def _encode_text(self, text: str, base: int, ids: list, offsets: list | None):
-        """A stretch of text with no raw-pass added token in it."""
-        want = offsets is not None
+    def _units_of_text(self, text: str, base: int, units: list, want: bool):
+        """Pre-tokenized units of a stretch with no raw-pass added token: (piece text, offs) for
+        the model, or (AddedToken, (start, end)) for a normalized-pass match."""
         ntext, align = self.normalize(text, want) if self.normalizers else (text, None)
-        if want and align is not None:
-            offs0 = [(base + a, base + b) for a, b in align]
-        else:
-            offs0 = base
+        offs0 = [(base + a, base + b) for a, b in align] if want and align is not None else base
         if self.norm_matcher is not None:
             for tok, s, e in self.norm_matcher.split(ntext):
                 if tok is not None:
-                    ids.append(tok.id)
-                    if want:
-                        o = expand(offs0, len(ntext))
-                        offsets.append((o[s][0], o[e - 1][1]) if e > s else (base, base))
-                else:
-                    self.encode_pieces(self.pieces(ntext[s:e], pretokenizers.slice_offs(offs0, s, e)), ids, offsets)
+                    o = expand(offs0, len(ntext)) if want else None
+                    units.append((tok, (o[s][0], o[e - 1][1]) if want and e > s else (base, base)))
+                elif e > s:
+                    units.extend(self.pieces(ntext[s:e], pretokenizers.slice_offs(offs0, s, e)))
         else:
-            self.encode_pieces(self.pieces(ntext, offs0), ids, offsets)
+            units.extend(self.pieces(ntext, offs0))
 
-    def encode_sequence(self, text: str, want_offsets: bool):
-        """Model ids (and offsets) for one sequence, before post-processing (tokenizers' rules)."""
-        ids: list[int] = []
-        offsets = [] if want_offsets else None
+    def units(self, text: str, want: bool) -> list:
+        units: list = []
         if self.raw_matcher is None:
-            self._encode_text(text, 0, ids, offsets)
+            self._units_of_text(text, 0, units, want)
         else:
             for tok, s, e in self.raw_matcher.split(text):
                 if tok is not None:
-                    ids.append(tok.id)
-                    if want_offsets:
-                        offsets.append((s, e))
+                    units.append((tok, (s, e)))
                 elif e > s:
-                    self._encode_text(text[s:e], s, ids, offsets)
+                    self._units_of_text(text[s:e], s, units, want)
+        return units
+
+    def encode_sequence(self, text: str, want_offsets: bool, limit=None):
+        """Model ids (and offsets) for one sequence, before post-processing (tokenizers' rules).
+
+        limit=(max_tokens, direction) is tokenizers 0.23's early exit under truncation: units are
+        tokenized from the kept side until max_tokens exist, and the rest is dropped unseen."""
+        units = self.units(text, want_offsets)
+        model = self.model
+        tokens: list = [None] * len(units)  # per unit: (ids, piece text, bytes, offs) or added token
+        order = range(len(units))
+        if limit is not None and limit[1] == "left":
+            order = range(len(units) - 1, -1, -1)
+        total = 0
+        for k in order:
+            u = units[k]
+            if isinstance(u[0], str):
+                data = u[0].encode("utf-8")
+                toks = model.encode_piece(data)
+                tokens[k] = (toks, u[0], data, u[1])
+                total += len(toks)
+            else:
+                tokens[k] = u
+                total += 1
+            if limit is not None and total >= limit[0]:
+                break
+        ids: list[int] = []
+        offsets = [] if want_offsets else None
+        for t in tokens:
+            if t is None:
+                continue
+            if len(t) == 4:
+                ids.extend(t[0])
+                if want_offsets:
+                    offsets.extend(_token_offsets(model, t[1], t[2], t[3], t[0]))
+            else:
+                ids.append(t[0].id)
+                if want_offsets:
+                    offsets.append(t[1])
         return ids, offsets
 
     def encode_ids(self, text: str, add_special_tokens: bool) -> list[int]:
@@ -131,8 +161,14 @@ class Pipeline:
         return postprocess.add_specials_ids(self.post, ids, add_special_tokens)
 
     def encode_full(self, text: str, pair: str | None, add_special_tokens: bool):
-        a = postprocess.make_encoding(*self.encode_sequence(text, True), type_id=0)
-        b = postprocess.make_encoding(*self.encode_sequence(pair, True), type_id=1) if pair is not None else None
+        trunc = self.meta.get("truncation")
+        lim_a = lim_b = None
+        if trunc:
+            lim_b = (trunc["max_length"], trunc["direction"])
+            lim_a = lim_b if trunc["strategy"] != "OnlySecond" else None
+        a = postprocess.make_encoding(*self.encode_sequence(text, True, lim_a), type_id=0)
+        b = postprocess.make_encoding(*self.encode_sequence(pair, True, lim_b), type_id=1) if pair is not None \
+            else None
         return postprocess.finish(self.meta, self.post, a, b, add_special_tokens,
                                   tokens_of=lambda ids: [self.id_to_token(i) or "" for i in ids])
 
@@ -232,15 +268,18 @@ class Pipeline:
         return self.model.lookup(data)
 
 
-def _word_char(c: str) -> bool:
-    # Rust regex \w for added-token single_word checks: alphanumeric, marks, connector punctuation.
-    return c.isalnum() or c == "_" or (not c.isascii() and _is_mark_or_pc(c))
+class _WordClass:
+    """Rust regex's Unicode \\w, compiled at export like a split pattern (for single_word tokens)."""
+
+    def __init__(self, f, step):
+        self.step = pretokenizers.SplitStep(f, step)
+
+    def __call__(self, c: str) -> bool:
+        return self.step.regex.fullmatch(self.step.translate(c)) is not None
 
 
-def _is_mark_or_pc(c: str) -> bool:
-    import unicodedata
-
-    return unicodedata.category(c) in ("Mn", "Mc", "Me", "Pc")
+def _no_word_class(c: str) -> bool:
+    raise ValueError("file has single_word added tokens but no word class table")
 
 
 def _token_offsets(model, ptext, data, poffs, toks):

@@ -1,0 +1,158 @@
+"""Bit-exact ids and decoded text against the reference libraries on the real byte-level BPE files.
+
+For each model: every corpus as one document, every non-empty line of every corpus, and 10,000+
+generated adversarial strings (plus 10^5-character runs with no split point). tokenizer.json
+sources are compared with `tokenizers` (add_special_tokens true and false, decode, offsets),
+.tiktoken with `tiktoken` (encode_ordinary, allowed_special="all", decode), Tekken with
+mistral-common's Tekkenizer (bos=False/True, decode).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+import tokmap
+
+from conftest import CORPORA, HF_MODELS, TIKTOKEN_MODELS, model_source
+from gen_strings import generated, long_runs
+
+N_GENERATED = 10_000
+MODELS = HF_MODELS + list(TIKTOKEN_MODELS) + ["tekken"]
+
+
+class Ref:
+    """The reference library behind one model, with tokmap's calling convention."""
+
+    def __init__(self, name, src):
+        self.name = name
+        if name in HF_MODELS:
+            import tokenizers
+
+            self.kind = "hf"
+            self.tok = tokenizers.Tokenizer.from_file(str(src))
+            self.tok.no_truncation()
+            self.tok.no_padding()
+            self.specials = [t.content for t in self.tok.get_added_tokens_decoder().values()]
+        elif name in TIKTOKEN_MODELS:
+            import tiktoken
+            from tiktoken.load import load_tiktoken_bpe
+
+            self.kind = "tiktoken"
+            # The pattern and specials come from tiktoken's own registry, not from tokmap.
+            import tiktoken_ext.openai_public as op
+
+            spec = getattr(op, TIKTOKEN_MODELS[name])
+            import unittest.mock as mock
+
+            with mock.patch("tiktoken_ext.openai_public.load_tiktoken_bpe", lambda *a, **k: load_tiktoken_bpe(str(src))):
+                d = spec()
+            self.tok = tiktoken.Encoding(name=d["name"], pat_str=d["pat_str"], mergeable_ranks=d["mergeable_ranks"],
+                                         special_tokens=d["special_tokens"])
+            self.specials = list(d["special_tokens"])
+        else:
+            from mistral_common.tokens.tokenizers.tekken import Tekkenizer
+
+            self.kind = "tekken"
+            self.tok = Tekkenizer.from_file(str(src))
+            self.specials = ["<s>", "</s>", "[INST]", "[/INST]", "<unk>"]
+
+    def cases(self):
+        """(label, reference fn, tokmap fn) for encode."""
+        if self.kind == "hf":
+            return [("special", lambda t: self.tok.encode(t, add_special_tokens=True).ids,
+                     lambda m, t: m.encode(t, add_special_tokens=True)),
+                    ("plain", lambda t: self.tok.encode(t, add_special_tokens=False).ids,
+                     lambda m, t: m.encode(t, add_special_tokens=False))]
+        if self.kind == "tiktoken":
+            return [("ordinary", self.tok.encode_ordinary, lambda m, t: m.encode_ordinary(t)),
+                    ("all", lambda t: self.tok.encode(t, allowed_special="all"),
+                     lambda m, t: m.encode(t, allowed_special="all"))]
+        return [("nobos", lambda t: self.tok.encode(t, bos=False, eos=False),
+                 lambda m, t: m.encode(t, add_special_tokens=False)),
+                ("bos", lambda t: self.tok.encode(t, bos=True, eos=False), lambda m, t: m.encode(t))]
+
+    def decode(self, ids):
+        return self.tok.decode(ids)
+
+
+_REFS: dict[str, Ref] = {}
+
+
+@pytest.fixture(scope="module")
+def ref(testdata):
+    def get(name):
+        if name not in _REFS:
+            _REFS[name] = Ref(name, model_source(testdata, name))
+        return _REFS[name]
+
+    return get
+
+
+def _compare(ref: Ref, tok, texts, check_decode=True):
+    mismatches = []
+    for text in texts:
+        for label, r_fn, t_fn in ref.cases():
+            expected = r_fn(text)
+            got = t_fn(tok, text)
+            if expected != got:
+                mismatches.append((label, text[:120], expected[:30], got[:30]))
+            elif check_decode and label == ref.cases()[0][0]:
+                if ref.decode(expected) != tok.decode(got):
+                    mismatches.append(("decode", text[:120], ref.decode(expected)[:60], tok.decode(got)[:60]))
+    return mismatches
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_documents(name, ref, exported, corpus):
+    r = ref(name)
+    tok = tokmap.load(exported(name))
+    for c in CORPORA:
+        text = corpus(c)
+        bad = _compare(r, tok, [text])
+        assert not bad, f"{name} on {c}.txt as one document: {bad[:3]}"
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_lines(name, ref, exported, corpus):
+    r = ref(name)
+    tok = tokmap.load(exported(name))
+    total = 0
+    for c in CORPORA:
+        lines = [ln for ln in corpus(c).split("\n") if ln]
+        total += len(lines)
+        bad = _compare(r, tok, lines)
+        assert not bad, f"{name}: {len(bad)} of {len(lines)} lines of {c}.txt differ, first: {bad[:3]}"
+    assert total > 80_000
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_generated(name, ref, exported):
+    r = ref(name)
+    tok = tokmap.load(exported(name))
+    texts = generated(N_GENERATED, r.specials, seed=hash(name) & 0xFFFF)
+    bad = _compare(r, tok, texts)
+    assert not bad, f"{name}: {len(bad)} of {len(texts)} generated strings differ, first: {bad[:3]}"
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_long_runs(name, ref, exported):
+    r = ref(name)
+    tok = tokmap.load(exported(name))
+    bad = _compare(r, tok, long_runs(), check_decode=True)
+    assert not bad, f"{name}: long runs differ: {[(b[0], b[1][:10]) for b in bad]}"
+
+
+@pytest.mark.parametrize("name", HF_MODELS)
+def test_offsets_lines(name, ref, exported, corpus):
+    """Encoding.offsets (code points) equal tokenizers' on every corpus line, with specials."""
+    r = ref(name)
+    tok = tokmap.load(exported(name))
+    for c in CORPORA:
+        lines = [ln for ln in corpus(c).split("\n") if ln]
+        bad = []
+        for line in lines:
+            e = r.tok.encode(line)
+            got = tok.encode_full(line)
+            if e.offsets != got.offsets or e.ids != got.ids:
+                bad.append((line[:80], e.offsets[:8], got.offsets[:8]))
+        assert not bad, f"{name} offsets on {c}.txt: {len(bad)} lines differ, first {bad[:2]}"

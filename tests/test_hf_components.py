@@ -1,0 +1,142 @@
+"""tokenizer.json components beyond the three real files, checked against tokenizers itself.
+
+Each case edits the real llama3 tokenizer.json (one component at a time), exports it, and compares
+ids, offsets and decoded text with tokenizers on generated strings: every Split behaviour with and
+without invert, String patterns, ByteLevel with its own regex and add_prefix_space, added tokens
+with single_word / lstrip / rstrip / normalized, TemplateProcessing, truncation and padding.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+import tokmap
+
+from conftest import model_source
+from gen_strings import generated
+
+N = 600
+LLAMA_SPLIT = json.dumps({"Regex": "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"})
+
+
+@pytest.fixture(scope="module")
+def base(testdata):
+    return json.loads(model_source(testdata, "llama3").read_text(encoding="utf-8"))
+
+
+def _check(doc, tmp_path, texts, pairs=False, batch=False):
+    import tokenizers
+
+    src = tmp_path / "tokenizer.json"
+    src.write_text(json.dumps(doc), encoding="utf-8")
+    ref = tokenizers.Tokenizer.from_file(str(src))
+    out = tmp_path / "t.mtok"
+    tokmap.export(src, out)
+    tok = tokmap.load(out)
+    bad = []
+    for t in texts:
+        for special in (True, False):
+            e = ref.encode(t, add_special_tokens=special)
+            g = tok.encode_full(t, add_special_tokens=special)
+            if (e.ids, e.offsets, e.type_ids, e.attention_mask, e.special_tokens_mask) != \
+                    (g.ids, g.offsets, g.type_ids, g.attention_mask, g.special_tokens_mask):
+                bad.append((special, t[:60], e.ids[:12], g.ids[:12], e.offsets[:6], g.offsets[:6]))
+            elif [o.ids for o in e.overflowing] != [o.ids for o in g.overflowing]:
+                bad.append(("overflow", t[:60]))
+            if tok.encode(t, add_special_tokens=special) != e.ids:
+                bad.append(("encode", t[:60]))
+        if ref.decode(e.ids) != tok.decode(e.ids) or ref.decode(e.ids, skip_special_tokens=False) != \
+                tok.decode(e.ids, skip_special_tokens=False):
+            bad.append(("decode", t[:60]))
+    if pairs:
+        for a, b in zip(texts[::2], texts[1::2]):
+            e = ref.encode(a, b)
+            g = tok.encode_full(a, b)
+            if (e.ids, e.type_ids, e.offsets) != (g.ids, g.type_ids, g.offsets):
+                bad.append(("pair", a[:30], b[:30], e.ids[:10], g.ids[:10]))
+    if batch:
+        exp = [e.ids for e in ref.encode_batch(texts[:50])]
+        if exp != tok.encode_batch(texts[:50]):
+            bad.append(("batch",))
+    assert not bad, f"{len(bad)} differences, first: {bad[:3]}"
+
+
+@pytest.mark.parametrize("behavior", ["Removed", "Isolated", "MergedWithPrevious", "MergedWithNext", "Contiguous"])
+@pytest.mark.parametrize("invert", [False, True])
+def test_split_behaviors(base, tmp_path, behavior, invert):
+    doc = dict(base)
+    doc["pre_tokenizer"] = {"type": "Sequence", "pretokenizers": [
+        {"type": "Split", "pattern": {"Regex": "\\s+|[\\p{P}]"}, "behavior": behavior, "invert": invert},
+        {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": False, "use_regex": False}]}
+    _check(doc, tmp_path, generated(N, ["<|begin_of_text|>"], seed=7) + ["the-final--countdown-", "-a-", "--"])
+
+
+@pytest.mark.parametrize("pattern", ["-", " ", "ab", "é"])
+def test_split_string_pattern(base, tmp_path, pattern):
+    doc = dict(base)
+    doc["pre_tokenizer"] = {"type": "Sequence", "pretokenizers": [
+        {"type": "Split", "pattern": {"String": pattern}, "behavior": "MergedWithNext", "invert": False},
+        {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": False, "use_regex": False}]}
+    _check(doc, tmp_path, generated(N, [], seed=8) + ["the-final--countdown-", "abab cab é-é"])
+
+
+@pytest.mark.parametrize("add_prefix_space", [False, True])
+@pytest.mark.parametrize("trim_offsets", [False, True])
+def test_byte_level_with_regex(base, tmp_path, add_prefix_space, trim_offsets):
+    doc = dict(base)
+    doc["pre_tokenizer"] = {"type": "ByteLevel", "add_prefix_space": add_prefix_space, "trim_offsets": True,
+                            "use_regex": True}
+    doc["post_processor"] = {"type": "ByteLevel", "add_prefix_space": add_prefix_space,
+                             "trim_offsets": trim_offsets, "use_regex": True}
+    _check(doc, tmp_path, generated(N, ["<|begin_of_text|>", "<|eot_id|>"], seed=9) + ["  hello  world  ", " x"])
+
+
+def test_added_token_flags(base, tmp_path):
+    doc = dict(base)
+    extra = [
+        {"id": 0, "content": "<sw>", "single_word": True, "lstrip": False, "rstrip": False, "normalized": False,
+         "special": True},
+        {"id": 0, "content": "<ls>", "single_word": False, "lstrip": True, "rstrip": False, "normalized": False,
+         "special": True},
+        {"id": 0, "content": "<rs>", "single_word": False, "lstrip": False, "rstrip": True, "normalized": False,
+         "special": False},
+        {"id": 0, "content": "hello", "single_word": True, "lstrip": True, "rstrip": True, "normalized": True,
+         "special": False},
+        {"id": 0, "content": "<|begin_of_text|>x", "single_word": False, "lstrip": False, "rstrip": False,
+         "normalized": False, "special": False},
+    ]
+    doc["added_tokens"] = base["added_tokens"] + extra
+    specials = ["<sw>", "<ls>", "<rs>", "hello", "<|begin_of_text|>", "<|begin_of_text|>x", "a<sw>b", " <ls> ",
+                "x<rs>  y", "ü<sw>", "<sw>_", "<sw>²"]
+    _check(doc, tmp_path, generated(N * 2, specials, seed=10) + specials)
+
+
+def test_template_processing_pairs(base, tmp_path):
+    doc = dict(base)
+    doc["post_processor"] = {"type": "Sequence", "processors": [
+        {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": False, "use_regex": True},
+        {"type": "TemplateProcessing",
+         "single": [{"SpecialToken": {"id": "<|begin_of_text|>", "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}}],
+         "pair": [{"SpecialToken": {"id": "<|begin_of_text|>", "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}},
+                  {"SpecialToken": {"id": "<|eot_id|>", "type_id": 1}}, {"Sequence": {"id": "B", "type_id": 1}}],
+         "special_tokens": {"<|begin_of_text|>": {"id": "<|begin_of_text|>", "ids": [128000], "tokens": ["<|begin_of_text|>"]},
+                            "<|eot_id|>": {"id": "<|eot_id|>", "ids": [128009], "tokens": ["<|eot_id|>"]}}}]}
+    _check(doc, tmp_path, generated(N, ["<|eot_id|>"], seed=11), pairs=True)
+
+
+@pytest.mark.parametrize("direction", ["Right", "Left"])
+@pytest.mark.parametrize("stride", [0, 3])
+def test_truncation_and_padding(base, tmp_path, direction, stride):
+    doc = dict(base)
+    doc["truncation"] = {"direction": direction, "max_length": 12, "strategy": "LongestFirst", "stride": stride}
+    doc["padding"] = {"strategy": {"Fixed": 16}, "direction": "Left" if direction == "Right" else "Right",
+                      "pad_to_multiple_of": None, "pad_id": 128001, "pad_type_id": 0, "pad_token": "<|end_of_text|>"}
+    doc["post_processor"] = {"type": "TemplateProcessing",
+                             "single": [{"SpecialToken": {"id": "<|begin_of_text|>", "type_id": 0}},
+                                        {"Sequence": {"id": "A", "type_id": 0}}],
+                             "pair": [{"Sequence": {"id": "A", "type_id": 0}}, {"Sequence": {"id": "B", "type_id": 1}}],
+                             "special_tokens": {"<|begin_of_text|>": {"id": "<|begin_of_text|>", "ids": [128000],
+                                                                      "tokens": ["<|begin_of_text|>"]}}}
+    _check(doc, tmp_path, generated(N, [], seed=12), pairs=True, batch=True)

@@ -1,0 +1,120 @@
+"""The runtime's promises apart from exactness: import hygiene, determinism, API conventions, CLI."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+from click.testing import CliRunner
+
+import tokmap
+from tokmap import cli, mtok
+
+from conftest import ROOT
+
+GPT2 = ROOT / "testdata" / "gpt2.tiktoken"
+
+
+@pytest.fixture(scope="module")
+def gpt2(tmp_path_factory):
+    out = tmp_path_factory.mktemp("gpt2") / "gpt2.mtok"
+    tokmap.export(GPT2, out)
+    return out
+
+
+def test_import_and_short_encode_stay_stdlib(exported):
+    """import tokmap -> load -> first short encodes never import numpy, regex, click or the exporter."""
+    path = exported("llama3")
+    code = (
+        "import sys, tokmap\n"
+        f"t = tokmap.load({str(path)!r})\n"
+        "t.encode('Hello world'); t.encode('日本語のテキスト ünïcode 👍'); t.decode(t.encode('x y'))\n"
+        "bad = [m for m in ('numpy', 'regex', 'click', 'tokmap.exporter', 'tokmap.formats', 'unicodedata',"
+        " 'tokenizers', 'tiktoken') if m in sys.modules]\n"
+        "print(bad)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
+
+
+def test_export_is_deterministic(tmp_path):
+    a, b = tmp_path / "a.mtok", tmp_path / "b.mtok"
+    tokmap.export(GPT2, a)
+    tokmap.export(GPT2, b)
+    assert a.read_bytes() == b.read_bytes()
+
+
+def test_sections_are_aligned_and_described(gpt2):
+    tok = tokmap.load(gpt2, verify=True)
+    for s in tok._f.describe():
+        assert s["offset"] % mtok.ALIGN == 0
+    prov = tok.provenance
+    assert prov["source_format"] == "tiktoken" and len(prov["source_sha256"]) == 64
+    assert prov["unicode_versions"] == ["16.0.0"]
+    assert tok.meta["extra"]["encoding"] == "r50k_base"
+
+
+def test_tiktoken_disallowed_special_raises_with_fix(gpt2):
+    tok = tokmap.load(gpt2)
+    with pytest.raises(tokmap.EncodeError, match="allowed_special"):
+        tok.encode("x <|endoftext|>")
+    assert tok.encode("x <|endoftext|>", allowed_special="all")[-1] == 50256
+    assert 50256 not in tok.encode("x <|endoftext|>", disallowed_special=())
+    assert tok.encode_ordinary("x <|endoftext|>") == tok.encode("x <|endoftext|>", disallowed_special=())
+
+
+def test_tiktoken_unknown_encoding_refused(tmp_path):
+    src = tmp_path / "custom.tiktoken"
+    src.write_bytes(GPT2.read_bytes().replace(b" 50255\n", b" 50255\n", 1) + b"\n")
+    with pytest.raises(tokmap.SourceError, match="--encoding"):
+        tokmap.export(src, tmp_path / "x.mtok")
+    tokmap.export(src, tmp_path / "x.mtok", encoding="gpt2")
+
+
+def test_numpy_array_and_batch(gpt2):
+    tok = tokmap.load(gpt2)
+    arr = tok.encode("Hello world, hello numpy", as_array=True)
+    assert str(arr.dtype) == "uint32" and arr.tolist() == tok.encode("Hello world, hello numpy")
+    texts = ["a b c", "Hello", "", "日本"]
+    assert tok.encode_batch(texts) == [tok.encode(t) for t in texts]
+
+
+def test_vocab_lookups(gpt2):
+    tok = tokmap.load(gpt2)
+    assert tok.vocab_size == 50257
+    for i in (0, 100, 31373, 50255, 50256):
+        t = tok.id_to_token(i)
+        assert tok.token_to_id(t) == i
+    assert tok.id_to_token(50257) is None
+
+
+def test_cli_roundtrip(gpt2, tmp_path):
+    runner = CliRunner()
+    out = tmp_path / "cli.mtok"
+    r = runner.invoke(cli.export_main, [str(GPT2), "-o", str(out)])
+    assert r.exit_code == 0, r.output
+    r = runner.invoke(cli.main, ["encode", str(out), "Hello world", "--timing"])
+    assert r.exit_code == 0 and "load" in r.output
+    ids = r.output.strip().splitlines()[-1].split()
+    assert list(map(int, ids)) == tokmap.load(out).encode("Hello world")
+    r = runner.invoke(cli.main, ["decode", str(out), *ids])
+    assert r.output.strip() == "Hello world"
+    r = runner.invoke(cli.main, ["inspect", str(out)])
+    assert r.exit_code == 0 and "merge_keys" in r.output and "r50k_base" in r.output
+    r = runner.invoke(cli.main, ["verify", str(out)])
+    assert r.exit_code == 0 and "OK" in r.output
+
+
+def test_load_time_is_small(exported):
+    """Not a speed gate: checks load touches only header, table and meta (no per-token objects)."""
+    path = exported("llama3")
+    code = (
+        "import time, tokmap, sys\n"
+        f"t0 = time.perf_counter(); t = tokmap.load({str(path)!r}); dt = time.perf_counter() - t0\n"
+        "print(t._model is None and t._pipeline is None)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "True"
