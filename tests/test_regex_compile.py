@@ -23,11 +23,13 @@ import warnings
 
 import pytest
 
-np = pytest.importorskip("numpy")
-tokenizers = pytest.importorskip("tokenizers")
-regex = pytest.importorskip("regex")
-tiktoken = pytest.importorskip("tiktoken")
-ud = pytest.importorskip("unicodedata2")
+# The reference engines are test dependencies (pyproject's `test` extra): a missing one is an
+# error, never a skip.
+import numpy as np  # noqa: E402
+import regex  # noqa: E402
+import tiktoken  # noqa: E402
+import tokenizers  # noqa: E402
+import unicodedata2 as ud  # noqa: E402
 
 from tokenizers import Regex, pre_tokenizers  # noqa: E402
 
@@ -38,10 +40,9 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def _testdata() -> str:
-    path = os.environ.get("TOKMAP_TESTDATA") or os.path.join(REPO, "..", "shared", "testdata")
-    if not os.path.isdir(path):
-        pytest.skip(f"test data not found at {path}")
-    return path
+    import conftest
+
+    return str(conftest.require(conftest._TESTDATA or conftest.ROOT / "missing-testdata"))
 
 
 # ----------------------------------------------------------------------------------------------

@@ -65,7 +65,7 @@ class Pipeline:
         align = None
         for norm, form in self.normalizers:
             new, al = norm.normalize(text, form, want_alignments=want_align)
-            if new == text and al is None:
+            if new is text:  # unchanged: the normalizer hands back the same object
                 continue
             if want_align:
                 if al is None:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 WS = frozenset("\t\n\x0b\x0c\r \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a"
                "\u2028\u2029\u202f\u205f\u3000")
 
@@ -57,7 +55,9 @@ def truncate(enc, max_len: int, stride: int, direction: str):
     if max_len >= n:
         return enc
     if max_len == 0:
-        return replace(make_encoding([], []), overflowing=[enc])
+        empty = make_encoding([], [])
+        empty.overflowing = [enc]
+        return empty
     step = max_len - stride
     ranges = []
     if direction == "right":
