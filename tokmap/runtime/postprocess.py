@@ -79,41 +79,35 @@ def truncate(enc, max_len: int, stride: int, direction: str):
 
 
 def truncate_pair(a, b, trunc, budget):
-    """Returns (a, b) truncated per strategy (overflowing kept for the single-sequence case only)."""
-    if b is None:
-        return truncate(a, budget, trunc["stride"], trunc["direction"]), None
-    na, nb = len(a.ids), len(b.ids)
+    """Returns (a, b) truncated per strategy, each with its overflowing windows (truncate_encodings)."""
+    from ..errors import EncodeError
+
+    na, nb = len(a.ids), len(b.ids) if b is not None else 0
+    if budget == 0:
+        return truncate(a, 0, trunc["stride"], trunc["direction"]), \
+            (truncate(b, 0, trunc["stride"], trunc["direction"]) if b is not None else None)
     if na + nb <= budget:
         return a, b
-    strategy = trunc["strategy"]
+    to_remove = na + nb - budget
+    stride, direction, strategy = trunc["stride"], trunc["direction"], trunc["strategy"]
     if strategy == "LongestFirst":
-        if na <= nb:
-            short, long_ = na, nb
-        else:
-            short, long_ = nb, na
-        n2 = max(short, budget - short)
-        if short + n2 > budget:
-            half = budget // 2
-            n_short, n_long = half, budget - half
-            if na > nb:
-                la, lb = n_long, n_short
-            elif nb > na:
-                la, lb = n_short, n_long
-            else:
-                la, lb = n_long, n_short
-        else:
-            la, lb = (short, n2) if na <= nb else (n2, short)
-        return (truncate(a, la, trunc["stride"], trunc["direction"]),
-                truncate(b, lb, trunc["stride"], trunc["direction"]))
-    target_first = strategy == "OnlyFirst"
-    keep = budget - (nb if target_first else na)
-    if keep <= 0 or keep <= trunc["stride"]:
-        from ..errors import EncodeError
-
+        if b is None:
+            return truncate(a, budget, stride, direction), None
+        n1, n2 = sorted((na, nb))
+        n2 = n1 if n1 > budget else max(n1, budget - n1)
+        if n1 + n2 > budget:
+            n1 = budget // 2
+            n2 = n1 + budget % 2
+        la, lb = (n2, n1) if na > nb else (n1, n2)
+        return truncate(a, la, stride, direction), truncate(b, lb, stride, direction)
+    if strategy == "OnlySecond" and b is None:
+        raise EncodeError("truncation OnlySecond: a second sequence is needed to truncate")
+    target = a if strategy == "OnlyFirst" else b
+    n = len(target.ids)
+    if n <= to_remove or n - to_remove <= stride:
         raise EncodeError(f"truncation {strategy}: the sequence to truncate is too short for max_length")
-    if target_first:
-        return truncate(a, keep, trunc["stride"], trunc["direction"]), b
-    return a, truncate(b, keep, trunc["stride"], trunc["direction"])
+    cut = truncate(target, n - to_remove, stride, direction)
+    return (cut, b) if strategy == "OnlyFirst" else (a, cut)
 
 
 def trim_byte_level_offsets(enc, tokens, add_prefix_space: bool):
@@ -140,33 +134,61 @@ def trim_byte_level_offsets(enc, tokens, add_prefix_space: bool):
         enc.offsets[k] = (s, e)
 
 
+def _clone(e):
+    from .tokenizer import Encoding
+
+    return Encoding(list(e.ids), list(e.type_ids), list(e.offsets), list(e.special_tokens_mask),
+                    list(e.attention_mask), [_clone(o) for o in e.overflowing])
+
+
+def merge_with(x, y):
+    """tokenizers' Encoding::merge_with: concatenate, and combine the overflowing parts of both
+    (each of x's with y and with each of y's, then x with each of y's), recursively."""
+    over = []
+    for xo in x.overflowing:
+        n = _clone(xo)
+        merge_with(n, _clone(y))
+        over.append(n)
+        for yo in y.overflowing:
+            n = _clone(xo)
+            merge_with(n, _clone(yo))
+            over.append(n)
+    for yo in y.overflowing:
+        n = _clone(x)
+        merge_with(n, _clone(yo))
+        over.append(n)
+    x.ids += y.ids
+    x.type_ids += y.type_ids
+    x.offsets += y.offsets
+    x.special_tokens_mask += y.special_tokens_mask
+    x.attention_mask += y.attention_mask
+    x.overflowing = over
+
+
 def apply_template(post, a, b, add_special_tokens):
+    """The template's pieces as encodings (specials carry no overflowing), merged left to right."""
     from .tokenizer import Encoding
 
     t = _template(post)
     if t is None:
-        if b is None:
-            return a
-        return Encoding(a.ids + b.ids, a.type_ids + [1] * len(b.ids), a.offsets + b.offsets,
-                        a.special_tokens_mask + b.special_tokens_mask, a.attention_mask + b.attention_mask)
+        parts = [a] if b is None else [a, b]
+        if b is not None:
+            b.type_ids = [1] * len(b.ids)
+    else:
+        parts = []
+        for p in t["pair" if b is not None else "single"]:
+            if "special" in p:
+                if add_special_tokens:
+                    ids = list(t["special_tokens"][p["special"]]["ids"])
+                    n = len(ids)
+                    parts.append(Encoding(ids, [p["type_id"]] * n, [(0, 0)] * n, [1] * n, [1] * n))
+            else:
+                seq = _clone(a if p["sequence"] == "A" else b)
+                seq.type_ids = [p["type_id"]] * len(seq.ids)
+                parts.append(seq)
     out = Encoding([], [], [], [], [])
-    for p in t["pair" if b is not None else "single"]:
-        if "special" in p:
-            if not add_special_tokens:
-                continue
-            ids = t["special_tokens"][p["special"]]["ids"]
-            out.ids += ids
-            out.type_ids += [p["type_id"]] * len(ids)
-            out.offsets += [(0, 0)] * len(ids)
-            out.special_tokens_mask += [1] * len(ids)
-            out.attention_mask += [1] * len(ids)
-        else:
-            seq = a if p["sequence"] == "A" else b
-            out.ids += seq.ids
-            out.type_ids += [p["type_id"]] * len(seq.ids)
-            out.offsets += seq.offsets
-            out.special_tokens_mask += seq.special_tokens_mask
-            out.attention_mask += seq.attention_mask
+    for part in parts:
+        merge_with(out, part)
     return out
 
 
@@ -177,11 +199,10 @@ def finish(meta, post, a, b, add_special_tokens, tokens_of=None):
         a, b = truncate_pair(a, b, trunc, max(budget, 0))
     for s in post:
         if s["type"] == "byte_level" and s["trim_offsets"] and tokens_of is not None:
-            trim_byte_level_offsets(a, tokens_of(a.ids), s["add_prefix_space"])
-            if b is not None:
-                trim_byte_level_offsets(b, tokens_of(b.ids), s["add_prefix_space"])
+            for e in [a, b] if b is not None else [a]:
+                for x in [e] + e.overflowing:
+                    trim_byte_level_offsets(x, tokens_of(x.ids), s["add_prefix_space"])
     enc = apply_template(post, a, b, add_special_tokens)
-    enc.overflowing = [apply_template(post, o, None, add_special_tokens) for o in a.overflowing] if b is None else []
     pad = meta.get("padding")
     if pad and pad["length"] is not None:
         enc = pad_to(enc, pad, pad["length"])
