@@ -156,3 +156,28 @@ def test_offsets_lines(name, ref, exported, corpus):
             if e.offsets != got.offsets or e.ids != got.ids:
                 bad.append((line[:80], e.offsets[:8], got.offsets[:8]))
         assert not bad, f"{name} offsets on {c}.txt: {len(bad)} lines differ, first {bad[:2]}"
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_vocab_lookups(name, ref, exported):
+    """id_to_token / token_to_id agree with the reference's own lookups on a sample of ids."""
+    r = ref(name)
+    tok = tokmap.load(exported(name))
+    bad = []
+    for i in list(range(0, tok.vocab_size, 97)) + [a.id for a in tok.added_tokens][:50]:
+        if r.kind == "hf":
+            expected = r.tok.id_to_token(i)
+            if expected is not None and r.tok.token_to_id(expected) != tok.token_to_id(expected):
+                bad.append(("token_to_id", i))
+        elif r.kind == "tiktoken":
+            try:
+                expected = r.tok.decode_single_token_bytes(i)
+            except KeyError:
+                expected = None
+            if expected is not None and r.tok.encode_single_token(expected) != tok.token_to_id(expected):
+                bad.append(("token_to_id", i))
+        else:
+            expected = r.tok.id_to_piece(i)
+        if tok.id_to_token(i) != expected:
+            bad.append((i, expected, tok.id_to_token(i)))
+    assert not bad, bad[:5]

@@ -118,3 +118,13 @@ def test_load_time_is_small(exported):
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "True"
+
+
+def test_user_errors_are_not_reported_as_corruption(gpt2):
+    tok = tokmap.load(gpt2)
+    for call in (lambda: tok.decode(["x"]), lambda: tok.encode(b"bytes"), lambda: tok.id_to_token("7"),
+                 lambda: tok.token_to_id(7), lambda: tok.encode("x", allowed_special=7),
+                 lambda: tok.encode_ordinary(None)):
+        with pytest.raises(tokmap.ArgumentError) as e:
+            call()
+        assert isinstance(e.value, TypeError) and not isinstance(e.value, tokmap.FormatError)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
-from .errors import EncodeError, FormatError, SourceError, TokmapError, UnsupportedError  # noqa: E402
+from .errors import ArgumentError, EncodeError, FormatError, SourceError, TokmapError, UnsupportedError  # noqa: E402
 from .runtime.tokenizer import Tokenizer, load  # noqa: E402
 
 
@@ -24,5 +24,5 @@ def export(src, dst, fmt: str | None = None, encoding: str | None = None) -> str
     return _export(src, dst, fmt=fmt, encoding=encoding)
 
 
-__all__ = ["load", "export", "Tokenizer", "TokmapError", "FormatError", "SourceError", "UnsupportedError",
+__all__ = ["load", "export", "Tokenizer", "TokmapError", "FormatError", "SourceError", "UnsupportedError", "ArgumentError",
            "EncodeError", "__version__"]

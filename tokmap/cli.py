@@ -56,8 +56,10 @@ def inspect(path):
     """Header, sections, sizes and provenance of a .mtok file."""
     tok = _load(path)
     f = tok._f
-    click.echo(f"{path}: .mtok v{tok.meta and 1}, {f.size:,} bytes, api {tok.api}, vocab {tok.vocab_size:,}")
+    click.echo(f"{path}: .mtok v{f.version}, {f.size:,} bytes, api {tok.api}, vocab {tok.vocab_size:,}")
     click.echo("provenance: " + json.dumps(tok.provenance, ensure_ascii=False))
+    if tok.meta.get("extra"):
+        click.echo("source settings: " + json.dumps(tok.meta["extra"], ensure_ascii=False))
     click.echo(f"{'section':<16}{'dtype':<6}{'offset':>12}{'length':>12}  crc32")
     for s in f.describe():
         click.echo(f"{s['name']:<16}{s['dtype']:<6}{s['offset']:>12,}{s['length']:>12,}  {s['crc32']}")

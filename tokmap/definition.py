@@ -10,6 +10,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 
+def sparse_id_limit(count: int) -> int:
+    """Largest id a vocabulary of `count` tokens may use: ids index flat arrays, so an id far past
+    the token count (a typo, or a hostile file) would make the exporter allocate gigabytes."""
+    return 2 * count + 65536
+
+
 @dataclass
 class AddedToken:
     id: int

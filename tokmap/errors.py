@@ -45,3 +45,7 @@ class UnsupportedError(SourceError):
 
 class EncodeError(TokmapError, ValueError):
     """Input the tokenizer refuses (e.g. a disallowed special token in tiktoken mode)."""
+
+
+class ArgumentError(TokmapError, TypeError):
+    """A call with arguments of the wrong kind (a user error, never reported as file corruption)."""

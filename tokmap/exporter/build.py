@@ -154,8 +154,8 @@ def _split_step(d, pattern, literal, flavor, behavior, invert, blobs) -> dict:
     try:
         cp = compile_pattern(pattern, flavor)
     except PatternError as e:
-        raise SourceError(d.source_path, f"split pattern cannot be compiled exactly: {e}",
-                          field="pre_tokenizer.pattern") from None
+        field = {"tekken": "config.pattern", "hf_json": "pre_tokenizer.pattern"}.get(d.source_format)
+        raise SourceError(d.source_path, f"split pattern cannot be compiled exactly: {e}", field=field) from None
     step["regex"] = cp.py_pattern
     step["class_index"] = blobs.add(mtok.U16, cp.class_index)
     step["class_blocks"] = blobs.add(mtok.U8, cp.class_blocks)

@@ -12,7 +12,7 @@ import json
 import os
 
 from .. import bytelevel
-from ..definition import AddedToken, BPEModel, TokenizerDef
+from ..definition import AddedToken, BPEModel, TokenizerDef, sparse_id_limit
 from ..errors import SourceError, UnsupportedError
 
 BEHAVIORS = {
@@ -35,11 +35,19 @@ class _Ctx:
         raise UnsupportedError(self.path, msg + " (tokmap refuses what it cannot reproduce exactly)", field=field)
 
     def req(self, obj, key, field, types):
+        path = f"{field}.{key}" if field else key
         if not isinstance(obj, dict) or key not in obj:
-            self.fail(f"{field}.{key}", "required field is missing")
+            self.fail(path, "required field is missing")
         val = obj[key]
         if not isinstance(val, types) or (isinstance(val, bool) and bool not in _as_tuple(types)):
-            self.fail(f"{field}.{key}", f"expected {_names(types)}, got {type(val).__name__}")
+            self.fail(path, f"expected {_names(types)}, got {type(val).__name__}")
+        return val
+
+    def count(self, obj, key, field, default=None, required=False):
+        """A non-negative integer (tokenizers' usize/u32 fields)."""
+        val = self.req(obj, key, field, int) if required else self.opt(obj, key, field, int, default)
+        if val is not None and val < 0:
+            self.fail(f"{field}.{key}", f"expected a non-negative integer, got {val}")
         return val
 
     def opt(self, obj, key, field, types, default):
@@ -65,7 +73,8 @@ def read(path, data: bytes | None = None, chat_template: str | None = None) -> T
     try:
         doc = json.loads(data)
     except UnicodeDecodeError as e:
-        raise SourceError(path, f"not UTF-8 ({e.reason} at byte {e.start})") from None
+        line = data.count(b"\n", 0, e.start) + 1
+        raise SourceError(path, f"not UTF-8 ({e.reason} at byte {e.start})", line=line) from None
     except json.JSONDecodeError as e:
         raise SourceError(path, f"invalid JSON: {e.msg} (column {e.colno})", line=e.lineno) from None
     if not isinstance(doc, dict):
@@ -75,7 +84,7 @@ def read(path, data: bytes | None = None, chat_template: str | None = None) -> T
         ctx.unsupported("version", f"tokenizer.json version {version!r}; only \"1.0\" exists")
 
     model = _read_model(ctx, ctx.req(doc, "model", "", dict))
-    added = _read_added(ctx, doc.get("added_tokens") or [], model)
+    added = _read_added(ctx, [] if doc.get("added_tokens") is None else doc["added_tokens"], model)
     normalizer = _read_normalizer(ctx, doc.get("normalizer"), "normalizer")
     pre = _read_pre_tokenizer(ctx, doc.get("pre_tokenizer"), "pre_tokenizer")
     if not any(s["type"] == "byte_level" for s in pre):
@@ -119,6 +128,10 @@ def _read_model(ctx, m) -> BPEModel:
         if not isinstance(tid, int) or isinstance(tid, bool) or tid < 0 or tid >= 1 << 31:
             ctx.fail(f"model.vocab[{tok!r}]", f"id must be a non-negative integer, got {tid!r}")
         n = max(n, tid + 1)
+    if n > sparse_id_limit(len(vocab_obj)):
+        worst = max(vocab_obj, key=vocab_obj.get)
+        ctx.fail(f"model.vocab[{worst!r}]", f"id {n - 1} is far beyond the {len(vocab_obj)}-token vocabulary "
+                 "(a sparse vocabulary is refused)")
     vocab: list[bytes | None] = [None] * n
     irregular: dict[str, int] = {}
     # Later entries win for duplicate ids, as a Rust HashMap<String,u32> -> reverse map would be
@@ -158,7 +171,7 @@ def _read_model(ctx, m) -> BPEModel:
         pair_rank[(vocab_obj[a], vocab_obj[b])] = (rank, vocab_obj[joined])
     by_rank = sorted((r, pair, res) for pair, (r, res) in pair_rank.items())
     merges = [(pair[0], pair[1], res, r) for r, pair, res in by_rank]
-    unk = m.get("unk_token")
+    unk = ctx.opt(m, "unk_token", "model", str, None)
     unk_id = None
     if unk is not None:
         if unk not in vocab_obj:
@@ -279,8 +292,9 @@ def _read_post(ctx, p, field) -> list[dict]:
             f2 = f"{field}.special_tokens[{name!r}]"
             ids = ctx.req(spec, "ids", f2, list)
             toks = ctx.req(spec, "tokens", f2, list)
-            if len(ids) != len(toks) or not all(isinstance(i, int) for i in ids):
-                ctx.fail(f2, "ids and tokens must be lists of equal length")
+            if len(ids) != len(toks) or not all(isinstance(i, int) and not isinstance(i, bool) and 0 <= i < 1 << 32
+                                                for i in ids):
+                ctx.fail(f2, "ids must be token ids (non-negative integers), as many as tokens")
             specials[name] = {"ids": ids, "tokens": toks}
 
         def template(key):
@@ -292,13 +306,13 @@ def _read_post(ctx, p, field) -> list[dict]:
                     sid = ctx.req(s, "id", f3, str)
                     if sid not in specials:
                         ctx.fail(f3, f"special token {sid!r} is not in special_tokens")
-                    out.append({"special": sid, "type_id": ctx.req(s, "type_id", f3, int)})
+                    out.append({"special": sid, "type_id": ctx.count(s, "type_id", f3, required=True)})
                 elif isinstance(piece, dict) and "Sequence" in piece:
                     s = piece["Sequence"]
                     seq = ctx.req(s, "id", f3, str)
                     if seq not in ("A", "B"):
                         ctx.fail(f3, f"sequence id must be A or B, got {seq!r}")
-                    out.append({"sequence": seq, "type_id": ctx.req(s, "type_id", f3, int)})
+                    out.append({"sequence": seq, "type_id": ctx.count(s, "type_id", f3, required=True)})
                 else:
                     ctx.fail(f3, "expected {\"SpecialToken\": ...} or {\"Sequence\": ...}")
             return out
@@ -327,26 +341,31 @@ def _read_decoder(ctx, d, field) -> list[dict]:
 def _read_padding(ctx, p):
     if p is None:
         return None
+    if not isinstance(p, dict):
+        ctx.fail("padding", "expected an object or null")
     strategy = p.get("strategy", "BatchLongest")
     if strategy == "BatchLongest":
         length = None
-    elif isinstance(strategy, dict) and isinstance(strategy.get("Fixed"), int):
-        length = strategy["Fixed"]
+    elif isinstance(strategy, dict) and "Fixed" in strategy:
+        length = ctx.count(strategy, "Fixed", "padding.strategy", required=True)
     else:
         ctx.fail("padding.strategy", f"expected \"BatchLongest\" or {{\"Fixed\": n}}, got {strategy!r}")
     direction = p.get("direction", "Right")
     if direction not in ("Left", "Right"):
         ctx.fail("padding.direction", f"expected Left or Right, got {direction!r}")
-    return {"length": length, "direction": direction.lower(), "pad_to_multiple_of": p.get("pad_to_multiple_of"),
-            "pad_id": int(p.get("pad_id", 0)), "pad_type_id": int(p.get("pad_type_id", 0)),
-            "pad_token": str(p.get("pad_token", "[PAD]"))}
+    return {"length": length, "direction": direction.lower(),
+            "pad_to_multiple_of": ctx.count(p, "pad_to_multiple_of", "padding"),
+            "pad_id": ctx.count(p, "pad_id", "padding", 0), "pad_type_id": ctx.count(p, "pad_type_id", "padding", 0),
+            "pad_token": ctx.opt(p, "pad_token", "padding", str, "[PAD]")}
 
 
 def _read_truncation(ctx, t):
     if t is None:
         return None
-    max_length = ctx.req(t, "max_length", "truncation", int)
-    stride = int(t.get("stride", 0))
+    if not isinstance(t, dict):
+        ctx.fail("truncation", "expected an object or null")
+    max_length = ctx.count(t, "max_length", "truncation", required=True)
+    stride = ctx.count(t, "stride", "truncation", 0)
     if stride >= max_length:
         ctx.fail("truncation.stride", f"stride {stride} must be smaller than max_length {max_length}")
     strategy = t.get("strategy", "LongestFirst")

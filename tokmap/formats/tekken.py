@@ -35,7 +35,8 @@ def read(path, data: bytes | None = None) -> TokenizerDef:
     try:
         doc = json.loads(data)
     except UnicodeDecodeError as e:
-        raise SourceError(path, f"not UTF-8 ({e.reason} at byte {e.start})") from None
+        line = data.count(b"\n", 0, e.start) + 1
+        raise SourceError(path, f"not UTF-8 ({e.reason} at byte {e.start})", line=line) from None
     except json.JSONDecodeError as e:
         raise SourceError(path, f"invalid JSON: {e.msg} (column {e.colno})", line=e.lineno) from None
     if not isinstance(doc, dict) or not isinstance(doc.get("config"), dict) or not isinstance(doc.get("vocab"), list):

@@ -14,7 +14,7 @@ import binascii
 import hashlib
 import os
 
-from ..definition import AddedToken, BPEModel, TokenizerDef
+from ..definition import AddedToken, BPEModel, TokenizerDef, sparse_id_limit
 from ..errors import SourceError
 
 _ENDOFTEXT = "<|endoftext|>"
@@ -47,6 +47,7 @@ BY_SHA256 = {sha: name for name, (sha, _p, _s) in ENCODINGS.items()}
 
 def parse_ranks(path, data: bytes) -> dict[bytes, int]:
     ranks: dict[bytes, int] = {}
+    line_of_rank: dict[int, int] = {}
     for lineno, line in enumerate(data.split(b"\n"), 1):
         if not line.strip():
             continue
@@ -64,6 +65,9 @@ def parse_ranks(path, data: bytes) -> dict[bytes, int]:
             raise SourceError(path, f"rank {rank} is too large", line=lineno)
         if token in ranks:
             raise SourceError(path, f"token {token!r} appears twice", line=lineno)
+        if rank in line_of_rank:
+            raise SourceError(path, f"rank {rank} is also given on line {line_of_rank[rank]}", line=lineno)
+        line_of_rank[rank] = lineno
         ranks[token] = rank
     if not ranks:
         raise SourceError(path, "no ranks in file", line=1)
@@ -72,6 +76,9 @@ def parse_ranks(path, data: bytes) -> dict[bytes, int]:
 
 def model_from_ranks(path, ranks: dict[bytes, int]) -> BPEModel:
     n = max(ranks.values()) + 1
+    if n > sparse_id_limit(len(ranks)):
+        raise SourceError(path, f"rank {n - 1} is far beyond the {len(ranks)}-token vocabulary "
+                          "(a sparse vocabulary is refused)")
     vocab: list[bytes | None] = [None] * n
     for tok, r in ranks.items():
         if vocab[r] is not None:

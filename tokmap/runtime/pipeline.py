@@ -240,31 +240,41 @@ class Pipeline:
         return " ".join(self.id_to_token(i) for i in keep)
 
     def id_to_token(self, i: int):
+        """HF: the vocabulary string; tiktoken: the token's bytes; Tekken: Tekkenizer.id_to_piece."""
         if not self.known(i):
             return None
-        if self.api != "hf":
-            return self.model.token_bytes(i)
         a = self.added_by_id.get(i)
+        if self.api == "tiktoken":
+            return a.content.encode("utf-8") if a is not None and not self._in_model(i) else self.model.token_bytes(i)
         if a is not None:
             return a.content
+        if self.api == "tekken":
+            return self.model.token_bytes(i).decode("utf-8", "replace")
         if i in self.irregular_by_id:
             return self.irregular_by_id[i]
         return bytelevel.to_str(self.model.token_bytes(i))
 
+    def _in_model(self, i: int) -> bool:
+        return i < self.meta["model_vocab_size"] and self.model.lookup(self.model.token_bytes(i)) == i
+
     def token_to_id(self, token) -> int | None:
-        if isinstance(token, str):
-            for a in self.added:
-                if a.content == token:
-                    return a.id
-            if token in self.irregular:
-                return self.irregular[token]
-            data = bytelevel.to_bytes(token) if self.api == "hf" else token.encode("utf-8")
-            if data is None:
-                return None
-        elif isinstance(token, (bytes, bytearray, memoryview)):
+        if isinstance(token, (bytes, bytearray, memoryview)):
             data = bytes(token)
+            text = data.decode("utf-8", "replace")
+        elif isinstance(token, str):
+            text = token
+            data = None
         else:
             raise TypeError(f"token must be str or bytes, got {type(token).__name__}")
+        for a in self.added:
+            if a.content == text:
+                return a.id
+        if data is None:
+            if text in self.irregular:
+                return self.irregular[text]
+            data = bytelevel.to_bytes(text) if self.api == "hf" else text.encode("utf-8")
+            if data is None:
+                return None
         return self.model.lookup(data)
 
 

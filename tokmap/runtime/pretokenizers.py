@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 
 from .. import mtok
+from ..errors import FormatError
 from .charclass import translate_py
 
 NP_THRESHOLD = 1 << 16  # chars; above this numpy's vectorised translation pays for its import
@@ -71,11 +72,18 @@ class SplitStep:
             self.regex = re.compile(re.escape(step["literal"]))
             self.index = self.blocks = None
         else:
-            self.regex = re.compile(step["regex"])
+            try:
+                self.regex = re.compile(step["regex"])
+            except re.error as e:
+                raise FormatError(f.path, f"split regex does not compile: {e}", section="meta",
+                                  offset=f.sections[mtok.SECTION_META][1]) from None
             self.index = f.view(mtok.BLOB_BASE + step["class_index"], mtok.U16)
             self.blocks = f.view(mtok.BLOB_BASE + step["class_blocks"], mtok.U8)
-            if len(self.index) != 0x1100 or len(self.blocks) % 256:
-                raise ValueError("class table has the wrong size")
+            for key, ok in (("class_index", len(self.index) == 0x1100), ("class_blocks", len(self.blocks) % 256 == 0)):
+                if not ok:
+                    sid = mtok.BLOB_BASE + step[key]
+                    raise FormatError(f.path, f"{key} table has the wrong size", section=mtok.section_name(sid),
+                                      offset=f.sections[sid][1])
             self._np = None
 
     def translate(self, text: str) -> str:
@@ -141,5 +149,6 @@ def build(f, steps: list[dict]):
         elif t == "prefix_space":
             out.append(PrefixSpaceStep())
         else:
-            raise ValueError(f"unknown pre-tokenizer step {t!r}")
+            raise FormatError(f.path, f"unknown pre-tokenizer step {t!r}", section="meta",
+                              offset=f.sections[mtok.SECTION_META][1])
     return out

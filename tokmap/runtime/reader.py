@@ -44,6 +44,7 @@ class MtokFile:
         if file_size != self.size:
             raise FormatError(self.path, f"header says {file_size} bytes but the file has {self.size} "
                               f"(truncated or padded copy)", section="header", offset=16)
+        self.version = version
         table_off = mtok.HEADER.size
         table_end = table_off + n * mtok.ENTRY.size
         if n == 0 or table_end > self.size:

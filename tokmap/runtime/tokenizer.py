@@ -9,13 +9,14 @@ source's reference library: tokenizers for tokenizer.json ("hf"), tiktoken for .
 from __future__ import annotations
 
 import json
+import re
 import zlib
-from dataclasses import dataclass, field
 
 from .. import bytelevel, mtok
-from ..errors import EncodeError, FormatError, TokmapError
+from ..errors import ArgumentError, EncodeError, FormatError, TokmapError
 from . import added as added_mod
 from . import postprocess
+from .meta_check import check_meta
 from .reader import MtokFile
 
 
@@ -27,19 +28,25 @@ def load(path, verify: bool = False) -> "Tokenizer":
     return Tokenizer(f)
 
 
-@dataclass
 class Encoding:
-    """One encoded sequence, with what tokenizers' Encoding carries."""
+    """One encoded sequence, with what tokenizers' Encoding carries. (A plain class: importing
+    dataclasses would pull inspect and cost milliseconds on the cold-start path.)"""
 
-    ids: list[int]
-    type_ids: list[int]
-    offsets: list[tuple[int, int]]
-    special_tokens_mask: list[int]
-    attention_mask: list[int]
-    overflowing: list["Encoding"] = field(default_factory=list)
+    __slots__ = ("ids", "type_ids", "offsets", "special_tokens_mask", "attention_mask", "overflowing")
+
+    def __init__(self, ids, type_ids, offsets, special_tokens_mask, attention_mask, overflowing=None):
+        self.ids = ids
+        self.type_ids = type_ids
+        self.offsets = offsets
+        self.special_tokens_mask = special_tokens_mask
+        self.attention_mask = attention_mask
+        self.overflowing = [] if overflowing is None else overflowing
 
     def __len__(self):
         return len(self.ids)
+
+    def __repr__(self):
+        return f"Encoding(num_tokens={len(self.ids)}, ids={self.ids[:8]}{'...' if len(self.ids) > 8 else ''})"
 
 
 def _guard(fn):
@@ -51,9 +58,8 @@ def _guard(fn):
         except TokmapError:
             raise
         except (IndexError, KeyError, ValueError, TypeError, OverflowError, RecursionError, MemoryError,
-                UnicodeError) as e:
-            if isinstance(e, (TypeError, ValueError)) and getattr(self, "_user_error", False):
-                raise
+                UnicodeError, re.error) as e:
+            self._f.verify()  # a damaged section is the likely cause: name it if its checksum fails
             raise FormatError(self.path, f"corrupted data while running {fn.__name__}: {type(e).__name__}: {e} "
                               f"(run `tokmap verify` on the file)") from e
 
@@ -67,26 +73,31 @@ class Tokenizer:
         self._f = f
         self.path = f.path
         self.meta = self._json_section(mtok.SECTION_META, dict)
+        meta_off = f.sections[mtok.SECTION_META][1]
         try:
-            self.api = self.meta["api"]
-            self.vocab_size = int(self.meta["vocab_size"])
-            n_off = len(f.view(mtok.SECTION_TOKEN_OFFSETS, mtok.U32))
-            if n_off != self.vocab_size + 1 or self.api not in ("hf", "tiktoken", "tekken"):
-                raise ValueError(f"{n_off} token offsets for vocab_size {self.vocab_size}")
-            for sid in (mtok.SECTION_MERGE_KEYS, mtok.SECTION_MERGE_RANKS, mtok.SECTION_MERGE_RESULTS,
-                        mtok.SECTION_BYTE_IDS):
-                if not f.has(sid):
-                    raise ValueError(f"section {mtok.section_name(sid)} is missing")
-            nk = len(f.view(mtok.SECTION_MERGE_KEYS, mtok.U64))
-            if len(f.view(mtok.SECTION_MERGE_RANKS, mtok.U32)) != nk or \
-                    len(f.view(mtok.SECTION_MERGE_RESULTS, mtok.U32)) != nk:
-                raise ValueError("merge arrays differ in length")
-            if len(f.view(mtok.SECTION_BYTE_IDS, mtok.U32)) != 256:
-                raise ValueError("byte_ids must hold 256 entries")
-        except FormatError:
-            raise
-        except (KeyError, ValueError, TypeError) as e:
-            raise FormatError(self.path, f"inconsistent file: {e}", section="meta") from None
+            check_meta(self.meta)
+        except (ValueError, TypeError) as e:
+            raise FormatError(self.path, f"invalid META: {e}", section="meta", offset=meta_off) from None
+        self.api = self.meta["api"]
+        self.vocab_size = self.meta["vocab_size"]
+
+        def bad(sid, msg):
+            off = f.sections[sid][1] if sid in f.sections else None
+            return FormatError(self.path, f"inconsistent file: {msg}", section=mtok.section_name(sid), offset=off)
+
+        n_off = len(f.view(mtok.SECTION_TOKEN_OFFSETS, mtok.U32))
+        if n_off != self.vocab_size + 1:
+            raise bad(mtok.SECTION_TOKEN_OFFSETS, f"{n_off} token offsets for vocab_size {self.vocab_size}")
+        for sid in (mtok.SECTION_MERGE_KEYS, mtok.SECTION_MERGE_RANKS, mtok.SECTION_MERGE_RESULTS,
+                    mtok.SECTION_BYTE_IDS):
+            if not f.has(sid):
+                raise bad(sid, "required section is missing")
+        nk = len(f.view(mtok.SECTION_MERGE_KEYS, mtok.U64))
+        for sid in (mtok.SECTION_MERGE_RANKS, mtok.SECTION_MERGE_RESULTS):
+            if len(f.view(sid, mtok.U32)) != nk:
+                raise bad(sid, f"{len(f.view(sid, mtok.U32))} entries but merge_keys has {nk}")
+        if len(f.view(mtok.SECTION_BYTE_IDS, mtok.U32)) != 256:
+            raise bad(mtok.SECTION_BYTE_IDS, "byte_ids must hold 256 entries")
         self._model = None
         self._pipeline = None
         self._added = None
@@ -104,8 +115,9 @@ class Tokenizer:
                               offset=off)
         try:
             val = json.loads(bytes(raw))
-        except (ValueError, UnicodeDecodeError) as e:
-            raise FormatError(self.path, f"invalid JSON: {e}", section=mtok.section_name(sid), offset=off) from None
+        except (ValueError, UnicodeDecodeError, RecursionError) as e:
+            raise FormatError(self.path, f"invalid JSON: {type(e).__name__}: {e}", section=mtok.section_name(sid),
+                              offset=off) from None
         if not isinstance(val, typ):
             raise FormatError(self.path, f"expected a JSON {typ.__name__}", section=mtok.section_name(sid), offset=off)
         return val
@@ -129,15 +141,23 @@ class Tokenizer:
     @property
     def added_tokens(self) -> list:
         if self._added is None:
+            added = []
             if self._f.has(mtok.SECTION_ADDED_TOKENS):
-                self._added = added_mod.parse(self._json_section(mtok.SECTION_ADDED_TOKENS, list))
-            else:
-                self._added = []
-            for a in self._added:
-                if not 0 <= a.id < self.vocab_size:
-                    raise FormatError(self.path, f"added token id {a.id} outside the vocabulary",
-                                      section="added_tokens")
+                off = self._f.sections[mtok.SECTION_ADDED_TOKENS][1]
+                try:
+                    added = added_mod.parse(self._json_section(mtok.SECTION_ADDED_TOKENS, list))
+                except ValueError as e:
+                    raise FormatError(self.path, str(e), section="added_tokens", offset=off) from None
+                for a in added:
+                    if not 0 <= a.id < self.vocab_size:
+                        raise FormatError(self.path, f"added token id {a.id} outside the vocabulary",
+                                          section="added_tokens", offset=off)
+            self._added = added
         return self._added
+
+    def verify(self) -> None:
+        """Check every section checksum (reads the whole file); FormatError names the first bad one."""
+        self._f.verify()
 
     @property
     def chat_template(self) -> str | None:
@@ -160,8 +180,7 @@ class Tokenizer:
         disallowed_special=...)` (defaults: no specials allowed, all disallowed). Tekken: as
         `Tekkenizer.encode(text, bos=add_special_tokens, eos=False)`.
         """
-        if not isinstance(text, str):
-            raise TypeError(f"encode expects str, got {type(text).__name__}")
+        _check_text(text)
         if self.api == "tiktoken":
             ids = self._tiktoken_encode(text, allowed_special, disallowed_special)
         elif self.api == "tekken":
@@ -181,12 +200,16 @@ class Tokenizer:
     @_guard
     def encode_ordinary(self, text: str, as_array: bool = False):
         """Ids with no special-token handling at all (tiktoken's `encode_ordinary`)."""
+        _check_text(text)
         ids = self.pipeline.encode_ordinary(_replace_surrogates(text))
         return _as_array(ids) if as_array else ids
 
     @_guard
     def encode_full(self, text: str, pair: str | None = None, add_special_tokens: bool = True) -> Encoding:
         """An Encoding with offsets (code points into `text`), type ids and masks, as tokenizers gives."""
+        _check_text(text)
+        if pair is not None:
+            _check_text(pair)
         if self.api != "hf":
             ids = self.encode(text, add_special_tokens) if self.api == "tekken" else self.encode(text)
             return Encoding(ids, [0] * len(ids), [(0, 0)] * len(ids), [0] * len(ids), [1] * len(ids))
@@ -201,11 +224,15 @@ class Tokenizer:
 
     def _no_tiktoken_args(self, allowed, disallowed):
         if allowed is not None or disallowed is not None:
-            raise TypeError("allowed_special/disallowed_special apply to .tiktoken sources only; "
+            raise ArgumentError("allowed_special/disallowed_special apply to .tiktoken sources only; "
                             "use add_special_tokens=")
 
     def _tiktoken_encode(self, text, allowed_special, disallowed_special):
         specials = {a.content: a.id for a in self.added_tokens}
+        for name, arg in (("allowed_special", allowed_special), ("disallowed_special", disallowed_special)):
+            if arg is not None and arg != "all" and (isinstance(arg, (str, bytes)) or not hasattr(arg, "__iter__")
+                                                     or not all(isinstance(x, str) for x in arg)):
+                raise ArgumentError(f"{name} must be 'all' or a collection of special-token strings")
         if allowed_special is None:
             allowed_special = set()
         if disallowed_special is None:
@@ -233,25 +260,40 @@ class Tokenizer:
         """Text for `ids`, as the source's reference decodes it (tokenizers: specials skipped by
         default and unknown ids dropped; tiktoken: everything kept, unknown ids raise; Tekken:
         specials ignored)."""
-        ids = [int(i) for i in ids]
-        return self.pipeline.decode(ids, skip_special_tokens)
+        return self.pipeline.decode(_check_ids(ids), skip_special_tokens)
 
     @_guard
     def decode_bytes(self, ids) -> bytes:
-        return self.pipeline.decode_bytes([int(i) for i in ids])
+        return self.pipeline.decode_bytes(_check_ids(ids))
 
     # -- vocabulary ---------------------------------------------------------------------------
     @_guard
     def id_to_token(self, i: int):
         """HF sources: the vocabulary string (byte-level spelling); others: the token's bytes."""
-        return self.pipeline.id_to_token(int(i))
+        return self.pipeline.id_to_token(_check_ids([i])[0])
 
     @_guard
     def token_to_id(self, token) -> int | None:
+        if not isinstance(token, (str, bytes, bytearray, memoryview)):
+            raise ArgumentError(f"token must be str or bytes, got {type(token).__name__}")
         return self.pipeline.token_to_id(token)
 
     def get_vocab_size(self) -> int:
         return self.vocab_size
+
+
+def _check_text(text):
+    if not isinstance(text, str):
+        raise ArgumentError(f"expected str, got {type(text).__name__}")
+
+
+def _check_ids(ids) -> list[int]:
+    from operator import index
+
+    try:
+        return [index(i) for i in ids]
+    except TypeError:
+        raise ArgumentError("ids must be an iterable of integers") from None
 
 
 def _replace_surrogates(text: str) -> str:
