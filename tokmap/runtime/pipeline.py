@@ -13,7 +13,8 @@ import re
 
 from .. import bytelevel, mtok
 from ..errors import TokmapError
-from . import postprocess, pretokenizers
+from . import normalizers, postprocess, pretokenizers
+from .decoders import Decoder
 from .added import Matcher
 from .pretokenizers import expand
 
@@ -29,10 +30,9 @@ class Pipeline:
         self.api = meta["api"]
         self.model = model
         self.pre = pretokenizers.build(f, meta["pre_tokenizer"])
-        self.normalizers = self._build_normalizers(meta["normalizer"])
+        self.normalizers = normalizers.build(f, meta["normalizer"])
         self.post = meta["post_processor"]
-        self.decoder = meta["decoder"]
-        self.byte_decoder = any(s["type"] in ("byte_level", "bytes") for s in self.decoder)
+        self.decoder = Decoder(meta["decoder"]) if self.api == "hf" else None
         self.added = added_tokens
         self.added_by_id = {a.id: a for a in added_tokens}
         self.special_ids = {a.id for a in added_tokens if a.special}
@@ -48,32 +48,10 @@ class Pipeline:
             self.norm_matcher = Matcher({self.normalize(a.content)[0]: a for a in norm}, self.word_char)
         self._special_regex = {}
 
-    def _build_normalizers(self, steps):
-        out = []
-        for s in steps:
-            if s["type"] == "unicode":
-                from .normalize_unicode import UnicodeNormalizer
-
-                out.append((UnicodeNormalizer(self.f.view(mtok.BLOB_BASE + s["tables"], mtok.U8)), s["form"]))
-            else:
-                raise ValueError(f"unknown normalizer step {s['type']!r}")
-        return out
-
     # -- stages ---------------------------------------------------------------------------------
     def normalize(self, text: str, want_align: bool = False):
         """(normalized text, per-char (start, end) into `text`, or None when unchanged)."""
-        align = None
-        for norm, form in self.normalizers:
-            new, al = norm.normalize(text, form, want_alignments=want_align)
-            if new is text:  # unchanged: the normalizer hands back the same object
-                continue
-            if want_align:
-                if al is None:
-                    al = [(i, i + 1) for i in range(len(new))]
-                align = al if align is None else [(align[a][0], align[b - 1][1]) if b > a else
-                                                  (align[a][0] if a < len(align) else 0,) * 2 for a, b in al]
-            text = new
-        return text, align
+        return normalizers.run(self.normalizers, text, want_align)
 
     def pieces(self, text: str, offs):
         pieces = [(text, offs)]
@@ -84,11 +62,10 @@ class Pipeline:
     def encode_pieces(self, pieces, ids: list, offsets: list | None):
         model = self.model
         for ptext, poffs in pieces:
-            data = ptext.encode("utf-8")
-            toks = model.encode_piece(data)
+            toks = model.encode_piece(ptext)
             ids.extend(toks)
             if offsets is not None:
-                offsets.extend(_token_offsets(model, ptext, data, poffs, toks))
+                offsets.extend(_map_offsets(model.piece_offsets(ptext, toks), poffs))
 
     def _units_of_text(self, text: str, base: int, units: list, want: bool):
         """Pre-tokenized units of a stretch with no raw-pass added token: (piece text, offs) for
@@ -132,9 +109,8 @@ class Pipeline:
         for k in order:
             u = units[k]
             if isinstance(u[0], str):
-                data = u[0].encode("utf-8")
-                toks = model.encode_piece(data)
-                tokens[k] = (toks, u[0], data, u[1])
+                toks = model.encode_piece(u[0])
+                tokens[k] = (toks, u[0], u[1])
                 total += len(toks)
             else:
                 tokens[k] = u
@@ -146,10 +122,10 @@ class Pipeline:
         for t in tokens:
             if t is None:
                 continue
-            if len(t) == 4:
+            if len(t) == 3:
                 ids.extend(t[0])
                 if want_offsets:
-                    offsets.extend(_token_offsets(model, t[1], t[2], t[3], t[0]))
+                    offsets.extend(_map_offsets(model.piece_offsets(t[1], t[0]), t[2]))
             else:
                 ids.append(t[0].id)
                 if want_offsets:
@@ -235,9 +211,9 @@ class Pipeline:
             return "".join(out)
         skip = True if skip_special_tokens is None else skip_special_tokens
         keep = [i for i in ids if self.known(i) and not (skip and i in self.special_ids)]
-        if self.byte_decoder:
+        if self.decoder.bytes_only:
             return self.decode_bytes(keep).decode("utf-8", "replace")
-        return " ".join(self.id_to_token(i) for i in keep)
+        return self.decoder.decode([self.id_to_token(i) for i in keep])
 
     def id_to_token(self, i: int):
         """HF: the vocabulary string; tiktoken: the token's bytes; Tekken: Tekkenizer.id_to_piece."""
@@ -292,27 +268,8 @@ def _no_word_class(c: str) -> bool:
     raise ValueError("file has single_word added tokens but no word class table")
 
 
-def _token_offsets(model, ptext, data, poffs, toks):
-    """Original (start, end) for each token of one piece: from its first byte's char to its last's."""
-    off = model.off
-    if len(data) == len(ptext):  # ASCII: byte index == char index
-        char_of = None
-    else:
-        char_of = []
-        for ci, ch in enumerate(ptext):
-            char_of.extend([ci] * len(ch.encode("utf-8", "surrogatepass")))
-    out = []
-    pos = 0
-    for t in toks:
-        n = off[t + 1] - off[t]
-        if n <= 0:
-            n = 1
-        b0, b1 = pos, min(pos + n, len(data))
-        pos = b1
-        cs = b0 if char_of is None else char_of[min(b0, len(char_of) - 1)]
-        ce = (b1 - 1 if char_of is None else char_of[max(b1 - 1, 0)]) + 1
-        if isinstance(poffs, int):
-            out.append((poffs + cs, poffs + ce))
-        else:
-            out.append((poffs[cs][0], poffs[ce - 1][1]))
-    return out
+def _map_offsets(spans, poffs):
+    """Code-point spans inside a piece -> original (start, end) through the piece's offsets."""
+    if isinstance(poffs, int):
+        return [(poffs + cs, poffs + ce) for cs, ce in spans]
+    return [(poffs[cs][0], poffs[ce - 1][1]) if ce > cs else (poffs[cs][0],) * 2 for cs, ce in spans]

@@ -125,9 +125,9 @@ class Tokenizer:
     @property
     def model(self):
         if self._model is None:
-            from .models.bpe import BPE
+            from .models import build
 
-            self._model = BPE(self._f, self.meta)
+            self._model = build(self._f, self.meta)
         return self._model
 
     @property

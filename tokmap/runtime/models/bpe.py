@@ -32,7 +32,7 @@ class BPE:
         self.results = f.view(mtok.SECTION_MERGE_RESULTS, mtok.U32)
         self.n_keys = len(self.keys)
         self.pair_cache: dict[int, tuple[int, int]] = {}
-        self.piece_cache: dict[bytes, tuple[int, ...]] = {}
+        self.piece_cache: dict[str, tuple[int, ...]] = {}
 
     # -- vocabulary -------------------------------------------------------------------------
     def token_bytes(self, i: int) -> bytes:
@@ -72,10 +72,11 @@ class BPE:
         return hit
 
     # -- encoding ---------------------------------------------------------------------------
-    def encode_piece(self, data: bytes) -> tuple[int, ...]:
-        hit = self.piece_cache.get(data)
+    def encode_piece(self, text: str) -> tuple[int, ...]:
+        hit = self.piece_cache.get(text)
         if hit is not None:
             return hit
+        data = text.encode("utf-8")
         out = None
         if self.ignore_merges:
             i = self.lookup(data)
@@ -84,7 +85,27 @@ class BPE:
         if out is None:
             out = tuple(self._merge(self._symbols(data)))
         if len(data) <= 64:  # bound the cache by what is worth remembering
-            self.piece_cache[data] = out
+            self.piece_cache[text] = out
+        return out
+
+    def piece_offsets(self, text: str, toks) -> list[tuple[int, int]]:
+        """Code-point span of each token in the piece: from its first byte's char to its last's."""
+        off = self.off
+        data = text.encode("utf-8", "surrogatepass")
+        ascii_ = len(data) == len(text)
+        if not ascii_:
+            char_of = []
+            for ci, ch in enumerate(text):
+                char_of.extend([ci] * len(ch.encode("utf-8", "surrogatepass")))
+        out, pos, n = [], 0, len(data)
+        for t in toks:
+            b0 = pos
+            b1 = min(pos + max(off[t + 1] - off[t], 1), n)
+            pos = b1
+            if ascii_:
+                out.append((b0, b1))
+            else:
+                out.append((char_of[min(b0, n - 1)], char_of[max(b1 - 1, 0)] + 1))
         return out
 
     def _symbols(self, data: bytes) -> list[int]:

@@ -1,0 +1,58 @@
+"""Normalizer steps, dispatched by their "type" in META.
+
+Every step object has `normalize(text, want_align) -> (new_text, align)`: `new_text is text` when
+nothing changed (then align is None); otherwise align gives, per output char, the (start, end)
+range of input chars it came from (only when want_align). Tables live in the file's blobs.
+"""
+
+from __future__ import annotations
+
+from .. import mtok
+
+
+class UnicodeForm:
+    """NFC / NFD / NFKC / NFKD with the Unicode 9.0 tables tokenizers uses."""
+
+    def __init__(self, f, step):
+        from .normalize_unicode import UnicodeNormalizer
+
+        self.form = step["form"]
+        self.norm = UnicodeNormalizer(f.view(mtok.BLOB_BASE + step["tables"], mtok.U8))
+
+    def normalize(self, text: str, want_align: bool):
+        return self.norm.normalize(text, self.form, want_alignments=want_align)
+
+
+# type -> factory(f, step). Components register here; each is built only if a file uses it.
+STEPS = {
+    "unicode": UnicodeForm,
+}
+
+
+def build(f, steps: list[dict]) -> list:
+    out = []
+    for s in steps:
+        factory = STEPS.get(s["type"])
+        if factory is None:
+            raise ValueError(f"unknown normalizer step {s['type']!r}")
+        out.append(factory(f, s))
+    return out
+
+
+def run(steps: list, text: str, want_align: bool = False):
+    """Apply the steps in order; compose their alignments into ranges of the original text."""
+    align = None
+    for step in steps:
+        new, al = step.normalize(text, want_align)
+        if new is text:
+            continue
+        if want_align:
+            if al is None:
+                al = [(i, i + 1) for i in range(len(new))]
+            if align is not None:
+                al = [(align[a][0], align[b - 1][1]) if b > a else
+                      ((align[a][0],) * 2 if a < len(align) else (align[-1][1],) * 2 if align else (0, 0))
+                      for a, b in al]
+            align = al
+        text = new
+    return text, align
