@@ -72,25 +72,14 @@ def build_sections(d: TokenizerDef) -> dict[int, tuple[int, bytes]]:
         if token_bytes[x] == token_bytes[y]:
             raise SourceError(d.source_path, f"tokens {x} and {y} have the same bytes {token_bytes[x]!r}",
                               field="model.vocab")
-    byte_ids = [mtok.NO_ID] * 256
-    for i in regular:
-        b = token_bytes[i]
-        if len(b) == 1:
-            byte_ids[b[0]] = i
-
-    keys = {}
-    for left, right, result, rank in m.merges:
-        keys[(left << 32) | right] = (rank, result)
-    ordered = sorted(keys)
     sections: dict[int, tuple[int, bytes]] = {
         mtok.SECTION_TOKEN_BYTES: (mtok.U8, b"".join(token_bytes)),
         mtok.SECTION_TOKEN_OFFSETS: (mtok.U32, _u32(offsets)),
         mtok.SECTION_SORTED_IDS: (mtok.U32, _u32(regular)),
-        mtok.SECTION_BYTE_IDS: (mtok.U32, _u32(byte_ids)),
-        mtok.SECTION_MERGE_KEYS: (mtok.U64, _le(array("Q", ordered))),
-        mtok.SECTION_MERGE_RANKS: (mtok.U32, _u32([keys[k][0] for k in ordered])),
-        mtok.SECTION_MERGE_RESULTS: (mtok.U32, _u32([keys[k][1] for k in ordered])),
     }
+    from .models import model_sections
+
+    model_meta = model_sections(d, token_bytes, regular, sections)
     blobs = _Blobs()
     pre = _compile_pre_tokenizer(d, blobs)
     norm = _compile_normalizer(d, blobs)
@@ -104,7 +93,7 @@ def build_sections(d: TokenizerDef) -> dict[int, tuple[int, bytes]]:
         "api": d.api,
         "vocab_size": n,
         "model_vocab_size": n_model,
-        "model": {"type": "bpe", "byte_level": m.byte_level, "ignore_merges": m.ignore_merges, "unk_id": m.unk_id},
+        "model": model_meta,
         "irregular": m.irregular,
         "holes": holes,
         "normalizer": norm,

@@ -3,6 +3,7 @@ naming the field, instead of failing (or returning ids of the wrong type) inside
 
 from __future__ import annotations
 
+MODEL_TYPES = ("bpe",)
 _BEHAVIORS = ("isolated", "removed", "merged_with_previous", "merged_with_next", "contiguous")
 
 
@@ -38,7 +39,9 @@ def check_meta(m: dict) -> None:
     need(is_int(m.get("n_added")), "n_added", "a non-negative integer")
     need(is_int(m.get("model_vocab_size"), 0, n + 1), "model_vocab_size", "an integer up to vocab_size")
     model = obj(m.get("model"), "model")
-    need(isinstance(model.get("ignore_merges"), bool), "model.ignore_merges", "a boolean")
+    need(model.get("type") in MODEL_TYPES, "model.type", f"one of {MODEL_TYPES}")
+    if model["type"] == "bpe":
+        need(isinstance(model.get("ignore_merges"), bool), "model.ignore_merges", "a boolean")
     need("unk_id" in model and (model["unk_id"] is None or is_int(model["unk_id"], 0, n)), "model.unk_id",
          "null or a token id")
     for key in ("normalizer", "pre_tokenizer", "post_processor", "decoder"):

@@ -88,16 +88,17 @@ class Tokenizer:
         n_off = len(f.view(mtok.SECTION_TOKEN_OFFSETS, mtok.U32))
         if n_off != self.vocab_size + 1:
             raise bad(mtok.SECTION_TOKEN_OFFSETS, f"{n_off} token offsets for vocab_size {self.vocab_size}")
-        for sid in (mtok.SECTION_MERGE_KEYS, mtok.SECTION_MERGE_RANKS, mtok.SECTION_MERGE_RESULTS,
-                    mtok.SECTION_BYTE_IDS):
-            if not f.has(sid):
-                raise bad(sid, "required section is missing")
-        nk = len(f.view(mtok.SECTION_MERGE_KEYS, mtok.U64))
-        for sid in (mtok.SECTION_MERGE_RANKS, mtok.SECTION_MERGE_RESULTS):
-            if len(f.view(sid, mtok.U32)) != nk:
-                raise bad(sid, f"{len(f.view(sid, mtok.U32))} entries but merge_keys has {nk}")
-        if len(f.view(mtok.SECTION_BYTE_IDS, mtok.U32)) != 256:
-            raise bad(mtok.SECTION_BYTE_IDS, "byte_ids must hold 256 entries")
+        if self.meta["model"].get("type", "bpe") == "bpe":
+            for sid in (mtok.SECTION_MERGE_KEYS, mtok.SECTION_MERGE_RANKS, mtok.SECTION_MERGE_RESULTS,
+                        mtok.SECTION_BYTE_IDS):
+                if not f.has(sid):
+                    raise bad(sid, "required section is missing")
+            nk = len(f.view(mtok.SECTION_MERGE_KEYS, mtok.U64))
+            for sid in (mtok.SECTION_MERGE_RANKS, mtok.SECTION_MERGE_RESULTS):
+                if len(f.view(sid, mtok.U32)) != nk:
+                    raise bad(sid, f"{len(f.view(sid, mtok.U32))} entries but merge_keys has {nk}")
+            if len(f.view(mtok.SECTION_BYTE_IDS, mtok.U32)) != 256:
+                raise bad(mtok.SECTION_BYTE_IDS, "byte_ids must hold 256 entries")
         self._model = None
         self._pipeline = None
         self._added = None
