@@ -49,6 +49,11 @@ def require(path: pathlib.Path) -> pathlib.Path:
     return path
 
 
+def testdata_file(rel: str) -> pathlib.Path:
+    """A file under the test data root, by relative path (fails under CI when missing)."""
+    return require((_TESTDATA or ROOT / "missing-testdata") / rel)
+
+
 @pytest.fixture(scope="session")
 def testdata() -> pathlib.Path:
     if _TESTDATA is None:

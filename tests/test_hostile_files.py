@@ -41,19 +41,7 @@ WATCHDOG_SECONDS = 10
 
 
 # -- real data ------------------------------------------------------------------------------------
-def _testdata() -> pathlib.Path:
-    env = os.environ.get("TOKMAP_TESTDATA")
-    return pathlib.Path(env) if env else ROOT.parent / "shared" / "testdata"
-
-
-def _require(rel: str) -> pathlib.Path:
-    p = _testdata() / rel
-    if not p.exists():
-        msg = f"real test data missing: {p} (set TOKMAP_TESTDATA)"
-        if os.environ.get("CI"):
-            pytest.fail(msg)
-        pytest.skip(msg)
-    return p
+from conftest import testdata_file as _require  # noqa: E402
 
 
 @pytest.fixture(scope="module")

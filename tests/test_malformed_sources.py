@@ -26,19 +26,7 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 MINI_VOCAB = 3000
 
 
-def _testdata() -> pathlib.Path:
-    env = os.environ.get("TOKMAP_TESTDATA")
-    return pathlib.Path(env) if env else ROOT.parent / "shared" / "testdata"
-
-
-def _require(rel: str) -> pathlib.Path:
-    p = _testdata() / rel
-    if not p.exists():
-        msg = f"real test data missing: {p} (set TOKMAP_TESTDATA)"
-        if os.environ.get("CI"):
-            pytest.fail(msg)
-        pytest.skip(msg)
-    return p
+from conftest import testdata_file as _require  # noqa: E402
 
 
 # -- sources ------------------------------------------------------------------------------------------

@@ -32,7 +32,7 @@ CORPORA = ("en", "code", "pride", "wagahai", "multi", "utf8seq")
 def _corpus(name):
     import conftest
 
-    path = conftest.require((conftest._TESTDATA or conftest.ROOT / "missing-testdata") / "corpus" / f"{name}.txt")
+    path = conftest.testdata_file(f"corpus/{name}.txt")
     return path.read_text(encoding="utf-8")
 
 

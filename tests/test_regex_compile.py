@@ -42,7 +42,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 def _testdata() -> str:
     import conftest
 
-    return str(conftest.require(conftest._TESTDATA or conftest.ROOT / "missing-testdata"))
+    return str(conftest.testdata_file("."))
 
 
 # ----------------------------------------------------------------------------------------------
