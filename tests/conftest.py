@@ -17,7 +17,7 @@ import pytest
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 CORPORA = ["en", "code", "multi", "pride", "wagahai", "utf8seq"]
 
-HF_MODELS = ["llama3", "qwen3", "gpt4o"]
+HF_MODELS = ["llama3", "qwen3", "gpt4o", "minilm", "botchan-wordlevel", "llama2", "gemma3", "botchan-unigram"]
 TIKTOKEN_MODELS = {"gpt2": "r50k_base", "cl100k_base": "cl100k_base", "o200k_base": "o200k_base"}
 
 

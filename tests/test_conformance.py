@@ -29,9 +29,8 @@ class Ref:
             import tokenizers
 
             self.kind = "hf"
+            # The file's own truncation and padding stay on: tokmap honours them too (minilm has both).
             self.tok = tokenizers.Tokenizer.from_file(str(src))
-            self.tok.no_truncation()
-            self.tok.no_padding()
             self.specials = [t.content for t in self.tok.get_added_tokens_decoder().values()]
         elif name in TIKTOKEN_MODELS:
             import tiktoken

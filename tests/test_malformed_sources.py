@@ -193,8 +193,9 @@ def test_unsupported_options(tmp_path, mini_doc, path, value, field):
 
 
 def test_no_byte_level_pre_tokenizer(tmp_path, mini_doc):
+    # Without a ByteLevel pre-tokenizer the BPE is character-level; a ByteLevel decoder over it is refused.
     doc = derive(mini_doc, "pre_tokenizer", mini_doc["pre_tokenizer"]["pretokenizers"][0])
-    refused(write_json(tmp_path, doc), field="pre_tokenizer", cls=tokmap.UnsupportedError, match="ByteLevel")
+    refused(write_json(tmp_path, doc), field="decoder", cls=tokmap.UnsupportedError, match="ByteLevel")
 
 
 # -- merges (the full real file) ---------------------------------------------------------------------------------
@@ -445,7 +446,7 @@ def test_unrecognised_and_missing_sources(tmp_path):
     p.write_text(json.dumps({"name": "not a tokenizer", "items": [1, 2, 3]}))
     refused(p, match="neither a tokenizer.json")
     refused(tmp_path / "missing.json", match="cannot read")
-    refused(p, match="unknown format 'sentencepiece'", fmt="sentencepiece")
+    refused(p, match="unknown format 'protobuf'", fmt="protobuf")  # ("sentencepiece" is a format now)
 
 
 def test_cli_export_reports_field(tmp_path, mini_doc):

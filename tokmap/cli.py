@@ -19,7 +19,7 @@ def _fail(e: Exception):
 @click.command("tok-export")
 @click.argument("src", type=click.Path(exists=True, dir_okay=False))
 @click.option("-o", "--output", "out", required=True, type=click.Path(dir_okay=False), help="the .mtok file to write")
-@click.option("--format", "fmt", type=click.Choice(["hf_json", "tiktoken", "tekken"]), default=None,
+@click.option("--format", "fmt", type=click.Choice(["hf_json", "tiktoken", "tekken", "sentencepiece"]), default=None,
               help="source format (default: detected from the content)")
 @click.option("--encoding", default=None, help="tiktoken encoding name for a .tiktoken file (default: by sha256)")
 def export_main(src, out, fmt, encoding):
@@ -65,7 +65,8 @@ def inspect(path):
         click.echo(f"{s['name']:<16}{s['dtype']:<6}{s['offset']:>12,}{s['length']:>12,}  {s['crc32']}")
     m = tok.meta
     click.echo("normalizer: " + (", ".join(f"{s['type']}:{s.get('form', '')} (Unicode {s.get('unicode_version')} "
-                                           f"tables in blob{s['tables']})" for s in m["normalizer"]) or "none (no tables)"))
+                                           f"tables in blob{s['tables']})" if "tables" in s else s["type"]
+                                           for s in m["normalizer"]) or "none (no tables)"))
     for s in m["pre_tokenizer"]:
         desc = s["type"]
         if s["type"] == "split":

@@ -49,8 +49,10 @@ DTYPES = {
     4: ("Q", 8, "<u8"),
     5: ("i", 4, "<i4"),
     6: ("f", 4, "<f4"),
+    7: ("d", 8, "<f8"),
 }
 U8, U16, U32, U64, I32, F32 = 1, 2, 3, 4, 5, 6
+F64 = 7
 
 # Section ids. A section's meaning never changes once released; new ones get new ids.
 SECTION_META = 1  # JSON: pipeline + provenance
@@ -63,6 +65,11 @@ SECTION_MERGE_RESULTS = 7  # u32[m]: id of the merged token
 SECTION_ADDED_TOKENS = 8  # JSON list of added tokens (parsed on first use, not at load)
 SECTION_CHAT_TEMPLATE = 9  # UTF-8 text
 SECTION_BYTE_IDS = 10  # u32[256]: id of the single-byte symbol for each byte (NO_ID if none)
+# SentencePiece .model sources (ids kept apart from the tokenizer.json models' sections).
+SECTION_SPM_SCORES = 32  # f32[n]: each piece's score, by id
+SECTION_SPM_TYPES = 33  # u8[n]: each piece's SentencePiece type (1 normal .. 6 byte), by id
+SECTION_SPM_CHARSMAP = 34  # u8: normalizer_spec.precompiled_charsmap as is (Darts trie + strings)
+SECTION_UNIGRAM_SCORES = 40  # f64[n]: tokenizer.json Unigram piece scores, by id
 BLOB_BASE = 0x100  # 0x100 + k: k-th pipeline blob (class tables, normalization tables)
 
 SECTION_NAMES = {
@@ -76,6 +83,10 @@ SECTION_NAMES = {
     SECTION_ADDED_TOKENS: "added_tokens",
     SECTION_CHAT_TEMPLATE: "chat_template",
     SECTION_BYTE_IDS: "byte_ids",
+    SECTION_SPM_SCORES: "spm_scores",
+    SECTION_SPM_TYPES: "spm_types",
+    SECTION_SPM_CHARSMAP: "spm_charsmap",
+    SECTION_UNIGRAM_SCORES: "unigram_scores",
 }
 
 # Sections every file must have, with their element type.

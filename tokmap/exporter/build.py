@@ -65,7 +65,7 @@ def build_sections(d: TokenizerDef) -> dict[int, tuple[int, bytes]]:
         offsets.append(offsets[-1] + len(b))
     if offsets[-1] >= 1 << 32:
         raise SourceError(d.source_path, "vocabulary bytes exceed 4 GiB")
-    irregular_ids = set(m.irregular.values())
+    irregular_ids = set(m.irregular.values()) | set(getattr(m, "shadowed", ()))  # Unigram: repeated pieces
     regular = [i for i, b in enumerate(m.vocab) if b is not None and i not in irregular_ids]
     regular.sort(key=lambda i: token_bytes[i])
     for x, y in zip(regular, regular[1:]):
@@ -99,7 +99,7 @@ def build_sections(d: TokenizerDef) -> dict[int, tuple[int, bytes]]:
         "normalizer": norm,
         "pre_tokenizer": pre,
         "post_processor": d.post_processor,
-        "decoder": d.decoder,
+        "decoder": [_compile_decoder_step(d, s, blobs) for s in d.decoder],
         "padding": d.padding,
         "truncation": d.truncation,
         "n_added": len(d.added_tokens),
@@ -152,6 +152,14 @@ def _split_step(d, pattern, literal, flavor, behavior, invert, blobs) -> dict:
     return step
 
 
+def _compile_decoder_step(d: TokenizerDef, s: dict, blobs: _Blobs) -> dict:
+    if s["type"] == "replace" and "pattern" in s:  # a Replace decoder's Regex: exporter/sp_steps.py
+        from .sp_steps import compile_normalizer_step
+
+        return compile_normalizer_step(d, dict(s, literal=False), blobs, field="decoder.pattern")
+    return s
+
+
 def _compile_pre_tokenizer(d: TokenizerDef, blobs: _Blobs) -> list[dict]:
     out = []
     for s in d.pre_tokenizer:
@@ -162,6 +170,16 @@ def _compile_pre_tokenizer(d: TokenizerDef, blobs: _Blobs) -> list[dict]:
                 out.append({"type": "prefix_space"})
             if s["use_regex"]:
                 out.append(_split_step(d, BYTE_LEVEL_PATTERN, False, "onig", "isolated", False, blobs))
+        elif s["type"] == "char_split":  # BertPreTokenizer, Punctuation, WhitespaceSplit
+            from .bert import compile_pre_tokenizer
+
+            out.extend(compile_pre_tokenizer(s, blobs))
+        elif s["type"] == "metaspace":  # runtime/metaspace.py; no data
+            out.append(dict(s))
+        elif s["type"] in ("digits", "unicode_scripts"):  # pinned char tables: exporter/sp_steps.py
+            from .sp_steps import compile_pre_tokenizer_step
+
+            out.append(compile_pre_tokenizer_step(d, s, blobs))
         else:
             raise SourceError(d.source_path, f"internal: unknown pre-tokenizer step {s['type']!r}")
     return out
@@ -175,9 +193,24 @@ def _compile_normalizer(d: TokenizerDef, blobs: _Blobs) -> list[dict]:
         from .norm_tables import build_norm_blob
 
         blob = blobs.add(mtok.U8, build_norm_blob(forms))
-    for s in d.normalizer:
-        if s["type"] == "unicode":
+    from .unigram import compile_normalizer_steps  # Precompiled (charsmap + grapheme blobs), Nmt
+
+    spm_steps = compile_normalizer_steps(d, d.normalizer, blobs)
+    for k, s in enumerate(d.normalizer):
+        if k in spm_steps:
+            out.append(spm_steps[k])
+        elif s["type"] == "unicode":
             out.append({"type": "unicode", "form": s["form"], "tables": blob, "unicode_version": "9.0.0"})
+        elif s["type"] == "spm":  # SentencePiece's normalizer: flags only, its charsmap is a model section
+            out.append(dict(s))
+        elif s["type"] in ("prepend", "replace"):
+            from .sp_steps import compile_normalizer_step
+
+            out.append(compile_normalizer_step(d, s, blobs))
+        elif s["type"] in ("bert", "lowercase", "strip", "strip_accents"):
+            from .bert import compile_normalizer
+
+            out.extend(compile_normalizer(s, blobs))
         else:
             raise SourceError(d.source_path, f"internal: unknown normalizer step {s['type']!r}")
     return out

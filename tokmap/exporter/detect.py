@@ -6,11 +6,43 @@ import os
 
 from ..errors import SourceError
 
-FORMATS = ("hf_json", "tiktoken", "tekken")
+FORMATS = ("hf_json", "tiktoken", "tekken", "sentencepiece")
+
+
+def _looks_like_spm(data: bytes) -> bool:
+    """A SentencePiece ModelProto opens with field 1 (pieces, length-delimited: 0x0a), a varint
+    length, then the first piece's own field 1 (0x0a) holding a non-empty UTF-8 string that fits."""
+
+    def varint(pos):
+        val = shift = 0
+        while pos < len(data) and shift < 35:
+            b = data[pos]
+            val |= (b & 0x7F) << shift
+            pos += 1
+            if not b & 0x80:
+                return val, pos
+            shift += 7
+        return None, pos
+
+    if len(data) < 4 or data[0] != 0x0A:
+        return False
+    length, pos = varint(1)
+    if length is None or pos + length > len(data) or length < 3 or data[pos] != 0x0A:
+        return False
+    plen, ppos = varint(pos + 1)
+    if plen is None or plen < 1 or ppos + plen > pos + length:
+        return False
+    try:
+        data[ppos : ppos + plen].decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
 
 
 def detect_format(path, data: bytes) -> str:
     head = data[:4096].lstrip()
+    if not head.startswith(b"{") and _looks_like_spm(data):
+        return "sentencepiece"
     if head.startswith(b"{"):
         # Tekken files open with "config" and carry "vocab" as a list; tokenizer.json has "model".
         probe = data[:65536]
@@ -25,7 +57,8 @@ def detect_format(path, data: bytes) -> str:
     first = head.split(b"\n", 1)[0].split()
     if len(first) == 2 and first[1].isdigit():
         return "tiktoken"
-    raise SourceError(path, "unrecognised tokenizer file (expected tokenizer.json, .tiktoken or Tekken json)", line=1)
+    raise SourceError(path, "unrecognised tokenizer file (expected tokenizer.json, .tiktoken, Tekken json "
+                      "or SentencePiece .model)", line=1)
 
 
 def read_source(src, fmt: str | None = None, encoding: str | None = None):
@@ -49,6 +82,10 @@ def read_source(src, fmt: str | None = None, encoding: str | None = None):
         from ..formats import tekken
 
         return tekken.read(path, data)
+    if fmt == "sentencepiece":
+        from ..formats import sentencepiece
+
+        return sentencepiece.read(path, data)
     raise SourceError(path, f"unknown format {fmt!r}; expected one of {FORMATS}")
 
 

@@ -39,13 +39,41 @@ def bpe_sections(d, token_bytes, regular, sections) -> dict:
     sections[mtok.SECTION_MERGE_KEYS] = (mtok.U64, _le(array("Q", ordered)))
     sections[mtok.SECTION_MERGE_RANKS] = (mtok.U32, _u32([keys[k][0] for k in ordered]))
     sections[mtok.SECTION_MERGE_RESULTS] = (mtok.U32, _u32([keys[k][1] for k in ordered]))
-    return {"type": "bpe", "byte_level": m.byte_level, "ignore_merges": m.ignore_merges, "unk_id": m.unk_id}
+    meta = {"type": "bpe", "byte_level": m.byte_level, "ignore_merges": m.ignore_merges, "unk_id": m.unk_id}
+    if not m.byte_level:  # character-level symbols (SentencePiece-style BPE): see sp_steps
+        from .sp_steps import char_bpe_meta
+
+        meta.update(char_bpe_meta(d))
+    return meta
+
+
+def spm_sections(d, token_bytes, regular, sections) -> dict:
+    """SentencePiece: scores (f32) and piece types by id, and the charsmap as the source has it."""
+    m = d.model
+    scores = array("f", m.scores)
+    sections[mtok.SECTION_SPM_SCORES] = (mtok.F32, _le(scores))
+    sections[mtok.SECTION_SPM_TYPES] = (mtok.U8, bytes(m.types))
+    if m.charsmap:
+        sections[mtok.SECTION_SPM_CHARSMAP] = (mtok.U8, m.charsmap)
+    return {"type": "spm", "kind": m.kind, "unk_id": m.unk_id, "bos_id": m.bos_id,
+            "byte_fallback": m.byte_fallback, "add_dummy_prefix": m.add_dummy_prefix,
+            "remove_extra_whitespaces": m.remove_extra_whitespaces, "escape_whitespaces": m.escape_whitespaces,
+            "treat_whitespace_as_suffix": m.treat_whitespace_as_suffix, "unk_surface": m.unk_surface}
 
 
 # definition model class name -> builder(d, token_bytes, regular_ids_sorted, sections) -> META "model"
 BUILDERS = {
     "BPEModel": bpe_sections,
+    "SentencePieceModel": spm_sections,
 }
+
+from .bert import wordlevel_sections, wordpiece_sections  # noqa: E402
+
+BUILDERS.update({"WordPieceModel": wordpiece_sections, "WordLevelModel": wordlevel_sections})
+
+from .unigram import unigram_sections  # noqa: E402
+
+BUILDERS["UnigramModel"] = unigram_sections
 
 
 def model_sections(d, token_bytes, regular, sections) -> dict:

@@ -921,11 +921,13 @@ class _Emitter:
         return "(?:" + "|".join(parts) + ")" if op == "<=" else "".join(parts)
 
 
-def compile_pattern(pattern: str, flavor: str) -> CompiledPattern:
+def compile_pattern(pattern: str, flavor: str, allow_empty: bool = False) -> CompiledPattern:
     """Translate a reference pre-tokenizer regex into a stdlib-`re` pattern plus class tables.
 
     flavor: "onig" (HF tokenizers / Oniguruma: ^ $ are line anchors) or "fancy" (tiktoken /
     fancy-regex: ^ $ are text anchors).  Raises PatternError for anything not provably equivalent.
+    allow_empty: accept a pattern that can match empty, for a caller that runs its own match
+    iterator with the reference engine's empty-match rule (the Replace normalizer).
     """
     if flavor not in ("onig", "fancy"):
         raise ValueError(f"unknown regex flavor {flavor!r}")
@@ -939,7 +941,7 @@ def compile_pattern(pattern: str, flavor: str) -> CompiledPattern:
             raise PatternError(f"unsupported regex construct: case-insensitive literal {pair!r} "
                                f"(Oniguruma multi-char case folding, e.g. (?i:ss) matches 'ß') "
                                f"at position {pos} in pattern {pattern!r}")
-    if _min_len(ast) == 0:
+    if _min_len(ast) == 0 and not allow_empty:
         # Empty matches are handled differently by each engine's iterator; the real patterns
         # never match empty, so we refuse rather than emulate.
         raise PatternError(f"unsupported regex construct: pattern can match the empty string "

@@ -83,15 +83,16 @@ def read(path, data: bytes | None = None, chat_template: str | None = None) -> T
     if version != "1.0":
         ctx.unsupported("version", f"tokenizer.json version {version!r}; only \"1.0\" exists")
 
-    model = _read_model(ctx, ctx.req(doc, "model", "", dict))
-    added = _read_added(ctx, [] if doc.get("added_tokens") is None else doc["added_tokens"], model)
     normalizer = _read_normalizer(ctx, doc.get("normalizer"), "normalizer")
     pre = _read_pre_tokenizer(ctx, doc.get("pre_tokenizer"), "pre_tokenizer")
-    if not any(s["type"] == "byte_level" for s in pre):
-        ctx.unsupported("pre_tokenizer", "BPE without a ByteLevel pre-tokenizer (character-level symbols) "
-                        "is not supported yet")
+    # Without a ByteLevel pre-tokenizer the BPE symbols are characters (SentencePiece-style BPE).
+    byte_level = any(s["type"] == "byte_level" for s in pre)
+    model = _read_model(ctx, ctx.req(doc, "model", "", dict), byte_level)
+    added = _read_added(ctx, [] if doc.get("added_tokens") is None else doc["added_tokens"], model)
     post = _read_post(ctx, doc.get("post_processor"), "post_processor")
     decoder = _read_decoder(ctx, doc.get("decoder"), "decoder")
+    if isinstance(model, BPEModel) and not byte_level and any(s["type"] == "byte_level" for s in decoder):
+        ctx.unsupported("decoder", "a ByteLevel decoder over a character-level BPE (no ByteLevel pre-tokenizer)")
     padding = _read_padding(ctx, doc.get("padding"))
     truncation = _read_truncation(ctx, doc.get("truncation"))
     return TokenizerDef(
@@ -111,17 +112,29 @@ def read(path, data: bytes | None = None, chat_template: str | None = None) -> T
     )
 
 
-def _read_model(ctx, m) -> BPEModel:
+def _read_model(ctx, m, byte_level=True) -> BPEModel:
     mtype = m.get("type", "BPE" if "merges" in m else None)
+    if mtype in ("WordPiece", "WordLevel"):
+        from .hf_bert import read_model
+
+        return read_model(ctx, m, mtype)
+    if mtype == "Unigram" or (mtype is None and "vocab" in m and isinstance(m.get("vocab"), list)):
+        from .hf_unigram import read_model as read_unigram
+
+        return read_unigram(ctx, m)
     if mtype != "BPE":
         ctx.unsupported("model.type", f"model {mtype!r} is not supported yet (BPE only)")
     if m.get("dropout") not in (None, 0, 0.0):
         ctx.unsupported("model.dropout", "BPE dropout is random at encode time")
+    affixes = {}
     for key in ("continuing_subword_prefix", "end_of_word_suffix"):
-        if m.get(key):
-            ctx.unsupported(f"model.{key}", f"{key} {m[key]!r} is not supported yet")
-    if m.get("byte_fallback"):
-        ctx.unsupported("model.byte_fallback", "byte_fallback is not supported yet")
+        affixes[key] = ctx.opt(m, key, "model", str, None)
+        if affixes[key] and byte_level:
+            ctx.unsupported(f"model.{key}", f"{key} {m[key]!r} with a ByteLevel pre-tokenizer is not supported yet")
+    byte_fallback = ctx.opt(m, "byte_fallback", "model", bool, False)
+    fuse_unk = ctx.opt(m, "fuse_unk", "model", bool, False)
+    if byte_fallback and byte_level:
+        ctx.unsupported("model.byte_fallback", "byte_fallback with a ByteLevel pre-tokenizer is not supported yet")
     vocab_obj = ctx.req(m, "vocab", "model", dict)
     n = 0
     for tok, tid in vocab_obj.items():
@@ -141,7 +154,7 @@ def _read_model(ctx, m) -> BPEModel:
         if tid in seen_ids:
             ctx.fail(f"model.vocab[{tok!r}]", f"id {tid} is also used by {seen_ids[tid]!r}")
         seen_ids[tid] = tok
-        b = bytelevel.to_bytes(tok)
+        b = bytelevel.to_bytes(tok) if byte_level else tok.encode("utf-8", "surrogatepass")
         if b is None:
             irregular[tok] = tid
             b = tok.encode("utf-8", "surrogatepass")
@@ -164,8 +177,9 @@ def _read_model(ctx, m) -> BPEModel:
         for side in (a, b):
             if side not in vocab_obj:
                 ctx.fail(field, f"merge {a!r} + {b!r}: token {side!r} is not in model.vocab")
-        joined = a + b
-        if joined not in vocab_obj:
+        # tokenizers strips len(prefix) bytes from the right side blindly, whatever they are.
+        joined = a + _strip_bytes(b, len((affixes["continuing_subword_prefix"] or "").encode("utf-8")))
+        if joined is None or joined not in vocab_obj:
             ctx.fail(field, f"merge {a!r} + {b!r}: result {joined!r} is not in model.vocab")
         # A repeated pair takes the rank of its last occurrence, as tokenizers' HashMap insert does.
         pair_rank[(vocab_obj[a], vocab_obj[b])] = (rank, vocab_obj[joined])
@@ -177,8 +191,17 @@ def _read_model(ctx, m) -> BPEModel:
         if unk not in vocab_obj:
             ctx.fail("model.unk_token", f"unk token {unk!r} is not in model.vocab")
         unk_id = vocab_obj[unk]
-    return BPEModel(vocab=vocab, merges=merges, byte_level=True, ignore_merges=bool(m.get("ignore_merges", False)),
-                    unk_id=unk_id, irregular=irregular)
+    return BPEModel(vocab=vocab, merges=merges, byte_level=byte_level,
+                    ignore_merges=bool(m.get("ignore_merges", False)), unk_id=unk_id, irregular=irregular,
+                    byte_fallback=byte_fallback, fuse_unk=fuse_unk, **affixes)
+
+
+def _strip_bytes(s: str, n: int):
+    """s without its first n UTF-8 bytes, or None when that cuts a char (tokenizers would fail)."""
+    try:
+        return s.encode("utf-8", "surrogatepass")[n:].decode("utf-8", "surrogatepass")
+    except UnicodeDecodeError:
+        return None
 
 
 def _read_added(ctx, items, model: BPEModel) -> list[AddedToken]:
@@ -187,7 +210,7 @@ def _read_added(ctx, items, model: BPEModel) -> list[AddedToken]:
     model_ids = {}
     for i, b in enumerate(model.vocab):
         if b is not None:
-            model_ids[bytelevel.to_str(b)] = i
+            model_ids[bytelevel.to_str(b) if model.byte_level else b.decode("utf-8", "surrogatepass")] = i
     model_ids.update(model.irregular)
     model_count = sum(1 for b in model.vocab if b is not None)
     out: list[AddedToken] = []
@@ -232,6 +255,21 @@ def _read_normalizer(ctx, n, field) -> list[dict]:
         return steps
     if t in ("NFC", "NFD", "NFKC", "NFKD"):
         return [{"type": "unicode", "form": t}]
+    from .hf_bert import read_normalizer
+
+    bert_steps = read_normalizer(ctx, n, field, t)
+    if bert_steps is not None:
+        return bert_steps
+    if t in ("Precompiled", "Nmt"):
+        from .hf_unigram import read_normalizer as read_spm_normalizer
+
+        return read_spm_normalizer(ctx, n, field, t)
+    if t == "Prepend":
+        return [{"type": "prepend", "prepend": ctx.req(n, "prepend", field, str)}]
+    if t == "Replace":
+        pattern, literal = _read_pattern(ctx, n, field)
+        return [{"type": "replace", "pattern": pattern, "literal": literal,
+                 "content": ctx.req(n, "content", field, str)}]
     ctx.unsupported(f"{field}.type", f"normalizer {t!r} is not supported yet")
 
 
@@ -268,6 +306,20 @@ def _read_pre_tokenizer(ctx, p, field) -> list[dict]:
         ctx.req(p, "trim_offsets", field, bool)
         use_regex = ctx.opt(p, "use_regex", field, bool, True)
         return [{"type": "byte_level", "add_prefix_space": aps, "use_regex": use_regex}]
+    if t == "Metaspace":
+        from .hf_unigram import read_metaspace
+
+        return [read_metaspace(ctx, p, field)]
+    from .hf_bert import read_pre_tokenizer
+
+    bert_steps = read_pre_tokenizer(ctx, p, field, t)
+    if bert_steps is not None:
+        return bert_steps
+    from .hf_sp_steps import read_pre_tokenizer_step
+
+    sp_steps = read_pre_tokenizer_step(ctx, p, field, t)
+    if sp_steps is not None:
+        return sp_steps
     ctx.unsupported(f"{field}.type", f"pre-tokenizer {t!r} is not supported yet")
 
 
@@ -319,6 +371,11 @@ def _read_post(ctx, p, field) -> list[dict]:
 
         return [{"type": "template", "single": template("single"), "pair": template("pair"),
                  "special_tokens": specials}]
+    from .hf_bert import read_post
+
+    bert_steps = read_post(ctx, p, field, t)
+    if bert_steps is not None:
+        return bert_steps
     ctx.unsupported(f"{field}.type", f"post-processor {t!r} is not supported yet")
 
 
@@ -335,6 +392,20 @@ def _read_decoder(ctx, d, field) -> list[dict]:
         return steps
     if t == "ByteLevel":
         return [{"type": "byte_level"}]
+    if t == "Metaspace":
+        from .hf_unigram import read_metaspace
+
+        return [read_metaspace(ctx, d, field)]
+    from .hf_bert import read_decoder
+
+    bert_steps = read_decoder(ctx, d, field, t)
+    if bert_steps is not None:
+        return bert_steps
+    from .hf_sp_steps import read_decoder_step
+
+    step = read_decoder_step(ctx, d, field, t)
+    if step is not None:
+        return [step]
     ctx.unsupported(f"{field}.type", f"decoder {t!r} is not supported yet")
 
 

@@ -24,12 +24,18 @@ class AddedToken:
 
 def parse(items) -> list[AddedToken]:
     out = []
+    append = out.append
+    # Checked with exact type tests and no generator: Gemma 3 has 6,415 entries, and this runs on
+    # the first encode.
     for it in items:
         # [id, content, special, normalized, lstrip, rstrip, single_word]
-        if not (isinstance(it, list) and len(it) == 7 and isinstance(it[0], int) and not isinstance(it[0], bool)
-                and isinstance(it[1], str) and it[1] and all(isinstance(x, bool) for x in it[2:])):
+        if type(it) is not list or len(it) != 7:
             raise ValueError(f"bad added-token entry {str(it)[:60]}")
-        out.append(AddedToken(*it))
+        i, content, a, b, c, d, e = it
+        if type(i) is not int or type(content) is not str or not content or type(a) is not bool \
+                or type(b) is not bool or type(c) is not bool or type(d) is not bool or type(e) is not bool:
+            raise ValueError(f"bad added-token entry {str(it)[:60]}")
+        append(AddedToken(i, content, a, b, c, d, e))
     return out
 
 

@@ -23,9 +23,31 @@ STEPS = {
     "byte_level": lambda step: byte_level,
 }
 
+from .sp_decoders import STEPS as _SP_STEPS  # noqa: E402  (Replace, ByteFallback, Fuse, Strip, BPEDecoder, CTC)
+
+STEPS.update(_SP_STEPS)
+
+
+def _wordpiece(step):
+    from .bert import wordpiece_decoder
+
+    return wordpiece_decoder(step)
+
+
+STEPS["wordpiece"] = _wordpiece
+
+
+def _metaspace(step):
+    from .metaspace import decoder
+
+    return decoder(step)
+
+
+STEPS["metaspace"] = _metaspace
+
 
 class Decoder:
-    def __init__(self, steps: list[dict]):
+    def __init__(self, steps: list[dict], f=None):
         self.steps = steps
         self.bytes_only = bool(steps) and all(s["type"] in ("byte_level", "bytes") for s in steps)
         self.chain = []
@@ -33,7 +55,8 @@ class Decoder:
             factory = STEPS.get(s["type"])
             if factory is None:
                 raise ValueError(f"unknown decoder step {s['type']!r}")
-            self.chain.append(factory(s))
+            # A factory marked wants_file also gets the mapped file (for blobs, e.g. a regex's tables).
+            self.chain.append(factory(s, f) if getattr(factory, "wants_file", False) else factory(s))
 
     def decode(self, tokens: list[str]) -> str:
         if not self.steps:

@@ -3,7 +3,7 @@ naming the field, instead of failing (or returning ids of the wrong type) inside
 
 from __future__ import annotations
 
-MODEL_TYPES = ("bpe",)
+MODEL_TYPES = ("bpe", "spm", "wordpiece", "wordlevel", "unigram")
 _BEHAVIORS = ("isolated", "removed", "merged_with_previous", "merged_with_next", "contiguous")
 
 
@@ -33,7 +33,15 @@ def check_meta(m: dict) -> None:
             for k in ("class_index", "class_blocks"):
                 need(is_int(s.get(k)), f"{field}.{k}", "a blob number")
 
-    need(m.get("api") in ("hf", "tiktoken", "tekken"), "api", '"hf", "tiktoken" or "tekken"')
+    def metaspace_step(s, field):
+        need(isinstance(s.get("replacement"), str) and len(s["replacement"]) == 1, f"{field}.replacement",
+             "one character")
+        need(s.get("prepend_scheme") in ("first", "never", "always"), f"{field}.prepend_scheme",
+             '"first", "never" or "always"')
+        need(isinstance(s.get("split"), bool), f"{field}.split", "a boolean")
+
+    need(m.get("api") in ("hf", "tiktoken", "tekken", "sentencepiece"), "api",
+         '"hf", "tiktoken", "tekken" or "sentencepiece"')
     n = m.get("vocab_size")
     need(is_int(n), "vocab_size", "an integer in [0, 2^32)")
     need(is_int(m.get("n_added")), "n_added", "a non-negative integer")
@@ -42,8 +50,36 @@ def check_meta(m: dict) -> None:
     need(model.get("type") in MODEL_TYPES, "model.type", f"one of {MODEL_TYPES}")
     if model["type"] == "bpe":
         need(isinstance(model.get("ignore_merges"), bool), "model.ignore_merges", "a boolean")
+        if model.get("byte_level", True) is False:  # character-level BPE (runtime/models/charbpe.py)
+            for k in ("byte_fallback", "fuse_unk"):
+                need(isinstance(model.get(k, False), bool), f"model.{k}", "a boolean")
+            for k in ("continuing_subword_prefix", "end_of_word_suffix"):
+                need(model.get(k) is None or isinstance(model[k], str), f"model.{k}", "null or a string")
+            need(isinstance(model.get("boundaries", ""), str), "model.boundaries", "a string")
+    # SentencePiece's API and model come together: one without the other is a mis-built META.
+    need((m["api"] == "sentencepiece") == (model["type"] == "spm"), "api",
+         '"sentencepiece" exactly when model.type is "spm"')
+    if model["type"] == "spm":
+        need(model.get("kind") in ("bpe", "unigram"), "model.kind", '"bpe" or "unigram"')
+        need(is_int(model.get("unk_id"), 0, n), "model.unk_id", "a token id")
+        need(model.get("bos_id") is None or is_int(model["bos_id"], 0, n), "model.bos_id", "null or a token id")
+        need(isinstance(model.get("unk_surface"), str), "model.unk_surface", "a string")
+        for k in ("byte_fallback", "add_dummy_prefix", "remove_extra_whitespaces"):
+            need(isinstance(model.get(k), bool), f"model.{k}", "a boolean")
+    if model["type"] in ("wordpiece", "wordlevel"):
+        need(is_int(model.get("unk_id"), 0, n), "model.unk_id", "a token id")
+    if model["type"] == "wordpiece":
+        need(isinstance(model.get("prefix"), str), "model.prefix", "a string")
+        need(is_int(model.get("max_input_chars_per_word")), "model.max_input_chars_per_word", "a non-negative integer")
     need("unk_id" in model and (model["unk_id"] is None or is_int(model["unk_id"], 0, n)), "model.unk_id",
          "null or a token id")
+    if model["type"] == "unigram":
+        need(isinstance(model.get("byte_fallback"), bool), "model.byte_fallback", "a boolean")
+        need(is_int(model.get("n_pieces"), 1, m["model_vocab_size"] + 1), "model.n_pieces",
+             "a piece count up to model_vocab_size")
+        need(isinstance(model.get("min_score"), float) and model["min_score"] == model["min_score"],
+             "model.min_score", "a number")
+        need(model["unk_id"] is None or model["unk_id"] < model["n_pieces"], "model.unk_id", "null or a piece id")
     for key in ("normalizer", "pre_tokenizer", "post_processor", "decoder"):
         need(isinstance(m.get(key), list), key, "a list of steps")
         for i, s in enumerate(m[key]):
@@ -51,12 +87,40 @@ def check_meta(m: dict) -> None:
     for i, s in enumerate(m["pre_tokenizer"]):
         if s["type"] == "split":
             split_step(s, f"pre_tokenizer[{i}]")
+        elif s["type"] == "char_split":  # runtime/bert.py
+            need(s.get("behavior") in _BEHAVIORS, f"pre_tokenizer[{i}].behavior", f"one of {_BEHAVIORS}")
+            need(is_int(s.get("table")), f"pre_tokenizer[{i}].table", "a blob number")
+        elif s["type"] == "metaspace":
+            metaspace_step(s, f"pre_tokenizer[{i}]")
+        elif s["type"] == "scripts":  # UnicodeScripts (runtime/sp_pretokenizers.py)
+            for k in ("class_index", "class_blocks"):
+                need(is_int(s.get(k)), f"pre_tokenizer[{i}].{k}", "a blob number")
+    for i, s in enumerate(m["decoder"]):
+        if s["type"] == "metaspace":
+            metaspace_step(s, f"decoder[{i}]")
     if m.get("word_class") is not None:
         split_step(obj(m["word_class"], "word_class"), "word_class")
     for i, s in enumerate(m["normalizer"]):
+        if s["type"] in ("char_map", "strip"):  # runtime/bert.py
+            need(is_int(s.get("table")), f"normalizer[{i}].table", "a blob number")
+        if s["type"] == "strip":
+            for k in ("left", "right"):
+                need(isinstance(s.get(k), bool), f"normalizer[{i}].{k}", "a boolean")
+        if s["type"] in ("prepend", "replace"):  # runtime/sp_normalizers.py
+            for k in ("prepend",) if s["type"] == "prepend" else ("content",):
+                need(isinstance(s.get(k), str), f"normalizer[{i}].{k}", "a string")
+            if s["type"] == "replace" and "literal" in s:
+                need(isinstance(s["literal"], str), f"normalizer[{i}].literal", "a string")
+            elif s["type"] == "replace":
+                need(isinstance(s.get("regex"), str), f"normalizer[{i}].regex", "a string")
+                for k in ("class_index", "class_blocks"):
+                    need(is_int(s.get(k)), f"normalizer[{i}].{k}", "a blob number")
         if s["type"] == "unicode":
             need(s.get("form") in ("NFC", "NFD", "NFKC", "NFKD"), f"normalizer[{i}].form", "a Unicode form")
             need(is_int(s.get("tables")), f"normalizer[{i}].tables", "a blob number")
+        elif s["type"] == "precompiled":
+            for k in ("charsmap", "graphemes"):
+                need(is_int(s.get(k)), f"normalizer[{i}].{k}", "a blob number")
     for i, s in enumerate(m["post_processor"]):
         f = f"post_processor[{i}]"
         if s["type"] == "byte_level":

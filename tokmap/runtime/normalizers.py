@@ -23,10 +23,47 @@ class UnicodeForm:
         return self.norm.normalize(text, self.form, want_alignments=want_align)
 
 
+def _spm(f, step):
+    from .spm_normalizer import SpmNormalizer
+
+    return SpmNormalizer(f, step)
+
+
 # type -> factory(f, step). Components register here; each is built only if a file uses it.
 STEPS = {
     "unicode": UnicodeForm,
+    "spm": _spm,
 }
+
+from .sp_normalizers import STEPS as _SP_STEPS  # noqa: E402  (Prepend, Replace)
+
+STEPS.update(_SP_STEPS)
+
+
+def _bert_step(name):
+    def factory(f, step):
+        from . import bert
+
+        return getattr(bert, name)(f, step)
+
+    return factory
+
+
+# Table-driven per-char steps (Lowercase, BertNormalizer, StripAccents) and Strip: runtime/bert.py.
+STEPS.update({"char_map": _bert_step("CharMap"), "strip": _bert_step("Strip")})
+
+
+def _precompiled_step(name):
+    def factory(f, step):
+        from . import precompiled
+
+        return getattr(precompiled, name)(f, step)
+
+    return factory
+
+
+# tokenizers' Precompiled (SentencePiece charsmap over grapheme clusters) and Nmt: runtime/precompiled.py.
+STEPS.update({"precompiled": _precompiled_step("Precompiled"), "nmt": _precompiled_step("Nmt")})
 
 
 def build(f, steps: list[dict]) -> list:

@@ -32,7 +32,7 @@ class Pipeline:
         self.pre = pretokenizers.build(f, meta["pre_tokenizer"])
         self.normalizers = normalizers.build(f, meta["normalizer"])
         self.post = meta["post_processor"]
-        self.decoder = Decoder(meta["decoder"]) if self.api == "hf" else None
+        self.decoder = Decoder(meta["decoder"], f) if self.api == "hf" else None
         self.added = added_tokens
         self.added_by_id = {a.id: a for a in added_tokens}
         self.special_ids = {a.id for a in added_tokens if a.special}
@@ -46,6 +46,16 @@ class Pipeline:
         self.norm_matcher = None
         if norm and self.api == "hf":
             self.norm_matcher = Matcher({self.normalize(a.content)[0]: a for a in norm}, self.word_char)
+        # tokenizers 0.23 decodes a normalized added token as its normalized form when normalizing
+        # changes it; skip_special_tokens compares that string with the specials' contents, so such
+        # a special token is then kept.
+        self.added_decode = {}
+        if norm and self.api == "hf" and self.normalizers:
+            for a in norm:
+                s = self.normalize(a.content)[0]
+                if s != a.content:
+                    self.added_decode[a.id] = s
+                    self.special_ids.discard(a.id)
         self._special_regex = {}
 
     # -- stages ---------------------------------------------------------------------------------
@@ -112,11 +122,13 @@ class Pipeline:
                 toks = model.encode_piece(u[0])
                 tokens[k] = (toks, u[0], u[1])
                 total += len(toks)
+                # tokenizers checks the limit only after tokenizing a split: an added token that
+                # reaches it does not stop the next split from being tokenized.
+                if limit is not None and total >= limit[0]:
+                    break
             else:
                 tokens[k] = u
                 total += 1
-            if limit is not None and total >= limit[0]:
-                break
         ids: list[int] = []
         offsets = [] if want_offsets else None
         for t in tokens:
@@ -223,11 +235,13 @@ class Pipeline:
         if self.api == "tiktoken":
             return a.content.encode("utf-8") if a is not None and not self._in_model(i) else self.model.token_bytes(i)
         if a is not None:
-            return a.content
+            return self.added_decode.get(i, a.content)
         if self.api == "tekken":
             return self.model.token_bytes(i).decode("utf-8", "replace")
         if i in self.irregular_by_id:
             return self.irregular_by_id[i]
+        if self.meta["model"].get("byte_level", True) is False:  # vocabulary strings are plain UTF-8
+            return self.model.token_bytes(i).decode("utf-8", "surrogatepass")
         return bytelevel.to_str(self.model.token_bytes(i))
 
     def _in_model(self, i: int) -> bool:
@@ -248,7 +262,8 @@ class Pipeline:
         if data is None:
             if text in self.irregular:
                 return self.irregular[text]
-            data = bytelevel.to_bytes(text) if self.api == "hf" else text.encode("utf-8")
+            byte_level = self.api == "hf" and self.meta["model"].get("byte_level", True) is not False
+            data = bytelevel.to_bytes(text) if byte_level else text.encode("utf-8", "surrogatepass")
             if data is None:
                 return None
         return self.model.lookup(data)

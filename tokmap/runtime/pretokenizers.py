@@ -148,6 +148,18 @@ def build(f, steps: list[dict]):
             out.append(SplitStep(f, step))
         elif t == "prefix_space":
             out.append(PrefixSpaceStep())
+        elif t == "char_split":  # BertPreTokenizer, Punctuation, WhitespaceSplit
+            from .bert import CharSplit
+
+            out.append(CharSplit(f, step))
+        elif t == "metaspace":
+            from .metaspace import MetaspaceStep
+
+            out.append(MetaspaceStep(f, step))
+        elif t == "scripts":  # UnicodeScripts
+            from .sp_pretokenizers import ScriptsStep
+
+            out.append(ScriptsStep(f, step))
         else:
             raise FormatError(f.path, f"unknown pre-tokenizer step {t!r}", section="meta",
                               offset=f.sections[mtok.SECTION_META][1])

@@ -3,7 +3,8 @@
 Loading maps the file, checks the header and parses the small META json; everything else
 (pipeline objects, added-token matchers, numpy views) is built on first use. Encoding follows the
 source's reference library: tokenizers for tokenizer.json ("hf"), tiktoken for .tiktoken
-("tiktoken"), mistral-common's Tekkenizer for Tekken ("tekken").
+("tiktoken"), mistral-common's Tekkenizer for Tekken ("tekken"), sentencepiece's
+SentencePieceProcessor for a SentencePiece .model ("sentencepiece").
 """
 
 from __future__ import annotations
@@ -179,7 +180,9 @@ class Tokenizer:
         tokenizer.json: as tokenizers' `encode(text, add_special_tokens=...).ids` (with the file's
         truncation and padding). .tiktoken: as tiktoken's `encode(text, allowed_special=...,
         disallowed_special=...)` (defaults: no specials allowed, all disallowed). Tekken: as
-        `Tekkenizer.encode(text, bos=add_special_tokens, eos=False)`.
+        `Tekkenizer.encode(text, bos=add_special_tokens, eos=False)`. SentencePiece .model: as
+        `SentencePieceProcessor.encode(text, add_bos=add_special_tokens)` -- BOS only, and only when
+        the model defines a BOS control piece (what HF's LlamaTokenizer adds); never EOS.
         """
         _check_text(text)
         if self.api == "tiktoken":
@@ -190,6 +193,14 @@ class Tokenizer:
             bos = self.meta["extra"].get("bos_id")
             if add_special_tokens and bos is not None:
                 ids.insert(0, bos)
+        elif self.api == "sentencepiece":
+            # SentencePieceProcessor.encode(text); add_special_tokens=True prepends BOS when the model
+            # defines one (encode(text, add_bos=True), as HF's LlamaTokenizer does), never EOS.
+            self._no_tiktoken_args(allowed_special, disallowed_special)
+            ids = self._spm_encode(text)
+            bos = self.meta["model"].get("bos_id")
+            if add_special_tokens and bos is not None:
+                ids.insert(0, bos)
         else:
             self._no_tiktoken_args(allowed_special, disallowed_special)
             if self.meta.get("truncation") or self.meta.get("padding"):
@@ -198,10 +209,17 @@ class Tokenizer:
                 ids = self.pipeline.encode_ids(text, add_special_tokens)
         return _as_array(ids) if as_array else ids
 
+    def _spm_encode(self, text: str) -> list[int]:
+        """SentencePiece: its normalizer step, then its model over the whole normalized text."""
+        return self.model.encode_normalized(self.pipeline.normalize(text)[0])
+
     @_guard
     def encode_ordinary(self, text: str, as_array: bool = False):
         """Ids with no special-token handling at all (tiktoken's `encode_ordinary`)."""
         _check_text(text)
+        if self.api == "sentencepiece":
+            ids = self._spm_encode(text)
+            return _as_array(ids) if as_array else ids
         ids = self.pipeline.encode_ordinary(_replace_surrogates(text))
         return _as_array(ids) if as_array else ids
 
@@ -212,7 +230,8 @@ class Tokenizer:
         if pair is not None:
             _check_text(pair)
         if self.api != "hf":
-            ids = self.encode(text, add_special_tokens) if self.api == "tekken" else self.encode(text)
+            ids = self.encode(text, add_special_tokens) if self.api in ("tekken", "sentencepiece") \
+                else self.encode(text)
             return Encoding(ids, [0] * len(ids), [(0, 0)] * len(ids), [0] * len(ids), [1] * len(ids))
         return self.pipeline.encode_full(text, pair, add_special_tokens)
 
@@ -260,7 +279,10 @@ class Tokenizer:
     def decode(self, ids, skip_special_tokens: bool | None = None) -> str:
         """Text for `ids`, as the source's reference decodes it (tokenizers: specials skipped by
         default and unknown ids dropped; tiktoken: everything kept, unknown ids raise; Tekken:
-        specials ignored)."""
+        specials ignored; SentencePiece: as SentencePieceProcessor.decode, which drops control
+        pieces whatever skip_special_tokens says)."""
+        if self.api == "sentencepiece":
+            return self.model.decode(_check_ids(ids))
         return self.pipeline.decode(_check_ids(ids), skip_special_tokens)
 
     @_guard
@@ -270,7 +292,11 @@ class Tokenizer:
     # -- vocabulary ---------------------------------------------------------------------------
     @_guard
     def id_to_token(self, i: int):
-        """HF sources: the vocabulary string (byte-level spelling); others: the token's bytes."""
+        """HF sources: the vocabulary string (byte-level spelling); SentencePiece: the piece; others:
+        the token's bytes."""
+        if self.api == "sentencepiece":
+            i = _check_ids([i])[0]
+            return self.model.piece(i) if 0 <= i < self.vocab_size else None
         return self.pipeline.id_to_token(_check_ids([i])[0])
 
     @_guard

@@ -1,0 +1,298 @@
+"""SentencePiece .model sources: ids and decoded text against sentencepiece itself, and malformed
+.model files refused with SourceError.
+
+Compared with SentencePieceProcessor(model_file=...).encode(text) / .decode(ids) on every corpus as
+one document, every non-empty line, and 10,000+ generated strings per model (tests/gen_strings.py
+plus normalization-heavy and whitespace-heavy strings).
+"""
+
+from __future__ import annotations
+
+import random
+import struct
+import unicodedata
+
+import pytest
+from conftest import CORPORA, require
+from gen_strings import generated, long_runs
+
+import tokmap
+from tokmap.errors import SourceError, UnsupportedError
+
+MODELS = ["mistral-v3", "botchan_en_bpe_1000", "botchan_en_unigram_1000"]
+
+
+def _source(testdata, name):
+    return require(testdata / "models" / "sentencepiece" / f"{name}.model")
+
+
+@pytest.fixture(scope="module")
+def pair(testdata, tmp_path_factory):
+    spm = pytest.importorskip("sentencepiece")
+    out = tmp_path_factory.mktemp("spm")
+    cache = {}
+
+    def get(name):
+        if name not in cache:
+            src = _source(testdata, name)
+            dst = out / f"{name}.mtok"
+            tokmap.export(src, dst)
+            cache[name] = (spm.SentencePieceProcessor(model_file=str(src)), tokmap.load(dst))
+        return cache[name]
+
+    return get
+
+
+def _compare(sp, tok, texts):
+    bad = []
+    for t in texts:
+        want = sp.encode(t)
+        got = tok.encode(t, add_special_tokens=False)
+        if got != want:
+            bad.append(("ids", t[:80], got[:12], want[:12]))
+            continue
+        if tok.decode(got) != sp.decode(want):
+            bad.append(("decode", t[:80]))
+    return bad
+
+
+def _extra_strings(n: int, seed: int = 99) -> list[str]:
+    """Normalization and whitespace cases: NFD input, full-width forms, ligatures, compatibility
+    digits, runs of spaces/tabs/newlines at either end, control and zero-width characters, and the
+    control pieces' spellings inside text."""
+    rng = random.Random(seed)
+    words = ["café", "naïve", "Ångström", "résumé", "ﬁne", "ﬂow", "ﬀ", "ﬃx", "Ｈｅｌｌｏ", "ｶﾞｷﾞ", "①②③",
+             "¹²³", "㍻", "㎞", "™", "½", "Ⅻ", "𝟘𝟙𝟚", "x\u200by", "a\u200dz", "\ufeffbom", "<unk>", "<s>", "</s>",
+             "<0x41>", "▁", "▁▁x", "hello", "world", "日本", "한국어", "ελλάδα", "ﬁ\u0301", "ｶ\u3099", "\r\n"]
+    spaces = [" ", "  ", "   ", "\t", "\n", "\r", "\x0b", "\x0c", "\u3000", "\xa0", "\u2002", "\x00", "\x01",
+              "\x1f", "\x7f", "\x85", "\u200b", "\u2028"]
+    out = []
+    for _ in range(n):
+        parts = [rng.choice(words) if rng.random() < 0.6 else rng.choice(spaces) for _ in range(rng.randint(1, 8))]
+        s = rng.choice(["", " ", "  "]).join(parts)
+        if rng.random() < 0.3:
+            s = unicodedata.normalize("NFD", s)
+        if rng.random() < 0.3:
+            s = rng.choice(spaces) + s + rng.choice(spaces)
+        out.append(s)
+    return out
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_small(name, pair):
+    sp, tok = pair(name)
+    texts = ["Hello world", "  Hello   world  ", "", "   ", "\n", "a\tb\nc", "<unk> <s> </s>", "ﬁne ｆｕｌｌ ½",
+             "日本語 😀", "\u200b", "x" * 3000, "é" * 50]
+    assert not _compare(sp, tok, texts)
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_generated(name, pair):
+    sp, tok = pair(name)
+    texts = generated(10_000, ["<unk>", "<s>", "</s>"], seed=4321) + _extra_strings(2_000)
+    bad = _compare(sp, tok, texts)
+    assert not bad, f"{name}: {len(bad)} of {len(texts)} differ, first: {bad[:3]}"
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_lines(name, pair, corpus):
+    sp, tok = pair(name)
+    for c in CORPORA:
+        lines = [ln for ln in corpus(c).split("\n") if ln]
+        bad = _compare(sp, tok, lines)
+        assert not bad, f"{name}: {len(bad)} of {len(lines)} lines of {c}.txt differ, first: {bad[:3]}"
+
+
+@pytest.mark.parametrize("name", MODELS)
+@pytest.mark.parametrize("c", CORPORA)
+def test_document(name, c, pair, corpus):
+    sp, tok = pair(name)
+    assert not _compare(sp, tok, [corpus(c)])
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_long_runs(name, pair):
+    sp, tok = pair(name)
+    assert not _compare(sp, tok, long_runs())
+
+
+def test_bpe_without_cuts(testdata, tmp_path):
+    """The whole-text BPE path (used when a piece holds a mid-piece U+2581) gives the same ids."""
+    spm = pytest.importorskip("sentencepiece")
+    for name in ("mistral-v3", "botchan_en_bpe_1000"):
+        src = _source(testdata, name)
+        tokmap.export(src, tmp_path / "x.mtok")
+        tok = tokmap.load(tmp_path / "x.mtok")
+        tok.encode("x")
+        tok.model.cut = False
+        assert not _compare(spm.SentencePieceProcessor(model_file=str(src)), tok,
+                            generated(1_000, ["<s>"], seed=11) + _extra_strings(300))
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_decode_ids(name, pair):
+    """Decoding arbitrary id sequences (control, unk and invalid byte runs included)."""
+    sp, tok = pair(name)
+    rng = random.Random(7)
+    n = sp.get_piece_size()
+    for _ in range(500):
+        ids = [rng.randrange(n) for _ in range(rng.randint(0, 12))]
+        assert tok.decode(ids) == sp.decode(ids), ids
+    if sp.piece_to_id("<0xE2>") != sp.unk_id():
+        byte = [sp.piece_to_id(f"<0x{b:02X}>") for b in (0xE2, 0x82, 0x41, 0xE2, 0x82, 0xAC, 0xFF)]
+        assert tok.decode(byte) == sp.decode(byte)
+    ws = sp.piece_to_id("\u2581")
+    for ids in ([ws, sp.bos_id(), ws], [sp.bos_id(), ws, ws], [sp.unk_id(), ws], [ws, sp.unk_id()], [ws] * 3):
+        assert tok.decode(ids) == sp.decode(ids), ids
+    with pytest.raises(tokmap.TokmapError):
+        tok.decode([n])
+
+
+def test_bos(pair):
+    sp, tok = pair("mistral-v3")
+    assert tok.encode("Hi there") == [sp.bos_id()] + sp.encode("Hi there")
+
+
+def test_detected_by_content(testdata, tmp_path):
+    from tokmap.exporter import detect_format
+
+    src = _source(testdata, "botchan_en_unigram_1000")
+    assert detect_format(src, src.read_bytes()) == "sentencepiece"
+
+
+# -- malformed .model files -------------------------------------------------------------------
+def _varint(n):
+    out = bytearray()
+    while True:
+        b = n & 0x7F
+        n >>= 7
+        out.append(b | (0x80 if n else 0))
+        if not n:
+            return bytes(out)
+
+
+def _field(num, wt, payload):
+    key = _varint(num << 3 | wt)
+    if wt == 2:
+        return key + _varint(len(payload)) + payload
+    return key + payload
+
+
+def _piece(p, score=0.0, typ=1):
+    return _field(1, 2, _field(1, 2, p.encode()) + _field(2, 5, struct.pack("<f", score)) + _field(3, 0, _varint(typ)))
+
+
+def _minimal(model_type=2):
+    pieces = _piece("<unk>", 0, 2) + _piece("<s>", 0, 3) + _piece("a", -1) + _piece("b", -2) + _piece("ab", -0.5)
+    return pieces + _field(2, 2, _field(3, 0, _varint(model_type)))
+
+
+def test_minimal_model_exports(tmp_path):
+    p = tmp_path / "m.model"
+    p.write_bytes(_minimal())
+    tokmap.export(p, tmp_path / "m.mtok")
+    tok = tokmap.load(tmp_path / "m.mtok")
+    assert tok.encode("ab a", add_special_tokens=False) == [0, 4, 0, 2]  # "▁" is unknown
+
+
+@pytest.mark.parametrize("mutate", ["truncated", "bad_varint", "wrong_type", "overlong", "no_unk", "empty_piece"])
+def test_malformed(tmp_path, mutate):
+    data = _minimal()
+    if mutate == "truncated":
+        data = data[:-3]
+    elif mutate == "bad_varint":
+        data = data + b"\x08" + b"\xff" * 11
+    elif mutate == "wrong_type":
+        data = data + _field(2, 0, _varint(5))  # trainer_spec as a varint
+    elif mutate == "overlong":
+        data = data + _field(3, 2, b"")[:-1] + b"\x7f"
+    elif mutate == "no_unk":
+        data = _piece("a") + _piece("b")
+    elif mutate == "empty_piece":
+        data = data + _field(1, 2, _field(2, 5, b"\0\0\0\0"))
+    p = tmp_path / "bad.model"
+    p.write_bytes(data)
+    with pytest.raises(SourceError) as e:
+        tokmap.export(p, tmp_path / "bad.mtok", fmt="sentencepiece")
+    assert "bad.model" in str(e.value)
+
+
+def test_unsupported_model_type(tmp_path):
+    p = tmp_path / "w.model"
+    p.write_bytes(_minimal(model_type=3))
+    with pytest.raises(UnsupportedError):
+        tokmap.export(p, tmp_path / "w.mtok")
+
+
+def test_damaged_charsmap_section(testdata, tmp_path):
+    """A hostile charsmap (trie units pointing anywhere) never crashes or hangs an encode: it
+    gives some ids or a FormatError naming the file."""
+    from tokmap import mtok
+    from tokmap.runtime.reader import MtokFile
+
+    src = _source(testdata, "botchan_en_unigram_1000")
+    dst = tmp_path / "u.mtok"
+    tokmap.export(src, dst)
+    sec = MtokFile(dst).sections[mtok.SECTION_SPM_CHARSMAP]
+    off, length = sec[1], sec[2]
+    rng = random.Random(5)
+    data = bytearray(dst.read_bytes())
+    for k in range(off + 4, off + length, 4):
+        data[k : k + 4] = rng.getrandbits(32).to_bytes(4, "little")
+    dst.write_bytes(bytes(data))
+    tok = tokmap.load(dst)
+    for text in ["Hello ﬁne ｆｕｌｌ", "日本語 ①", "x" * 100]:
+        try:
+            ids = tok.encode(text)
+        except tokmap.FormatError as e:
+            assert "u.mtok" in str(e)
+        else:
+            assert all(isinstance(i, int) for i in ids)
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_hypothesis_text(name, pair):
+    """Arbitrary Unicode (any code point but surrogates) encodes and decodes as sentencepiece does."""
+    hyp = pytest.importorskip("hypothesis")
+    st = pytest.importorskip("hypothesis.strategies")
+    sp, tok = pair(name)
+
+    @hyp.settings(max_examples=300, deadline=None, derandomize=True)
+    @hyp.given(st.text(max_size=40))
+    def check(text):
+        assert not _compare(sp, tok, [text])
+
+    check()
+
+
+TRAINED = {
+    "user_defined_unigram": dict(model_type="unigram", user_defined_symbols=["<sep>", "foo bar", "▁the", "@@"],
+                                 control_symbols=["<ctl>"]),
+    "user_defined_bpe_bytes": dict(model_type="bpe", user_defined_symbols=["<sep>", "@@"], byte_fallback=True),
+    "suffix_unigram_nfkc_cf": dict(model_type="unigram", treat_whitespace_as_suffix=True,
+                                   remove_extra_whitespaces=False, normalization_rule_name="nfkc_cf"),
+    "suffix_bpe_no_dummy": dict(model_type="bpe", treat_whitespace_as_suffix=True, add_dummy_prefix=False),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(TRAINED))
+def test_trained_options(kind, corpus, tmp_path):
+    """Options the three real models do not use (user-defined symbols, byte fallback in BPE,
+    whitespace as suffix, no dummy prefix, kept extra spaces, nfkc_cf), on models trained here."""
+    spm = pytest.importorskip("sentencepiece")
+    src = tmp_path / "train.txt"
+    src.write_text(corpus("en"), encoding="utf-8")
+    spm.SentencePieceTrainer.train(input=str(src), model_prefix=str(tmp_path / kind), vocab_size=600,
+                                   minloglevel=2, num_threads=1, **TRAINED[kind])
+    model = tmp_path / f"{kind}.model"
+    tokmap.export(model, tmp_path / f"{kind}.mtok")
+    sp, tok = spm.SentencePieceProcessor(model_file=str(model)), tokmap.load(tmp_path / f"{kind}.mtok")
+    texts = ["<sep>foo bar<sep>", "the the  thethe", "@@x@@", "<ctl> <s> </s> <unk>", " foo bar ", "  a  b  "]
+    texts += generated(2_000, ["<sep>", "@@", "<ctl>"], seed=8) + _extra_strings(500)
+    texts += [ln for ln in corpus("pride").split("\n")[:1500] if ln]
+    bad = _compare(sp, tok, texts)
+    assert not bad, f"{kind}: {len(bad)} of {len(texts)} differ, first: {bad[:3]}"
+    rng = random.Random(2)
+    for _ in range(300):
+        ids = [rng.randrange(sp.get_piece_size()) for _ in range(rng.randint(0, 10))]
+        assert tok.decode(ids) == sp.decode(ids), ids

@@ -1,0 +1,104 @@
+"""Exporter side of the BERT family: WordPiece / WordLevel model META, and the normalizer and
+pre-tokenizer steps (BertNormalizer, Lowercase, Strip, StripAccents, BertPreTokenizer, Punctuation,
+WhitespaceSplit) rewritten into the runtime's table-driven steps.
+
+The per-character tables come from data/hf_chars.json (measured from tokenizers by
+tools/gen_hf_chars.py); each is embedded as a blob only when the tokenizer uses it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+from .. import mtok
+
+_DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "hf_chars.json")
+_tables = None
+
+
+def _load() -> dict:
+    global _tables
+    if _tables is None:
+        with open(_DATA, encoding="utf-8") as f:
+            _tables = json.load(f)
+    return _tables
+
+
+def _map_rows(name: str) -> list:
+    """[start, end, replacement-or-None] rows, sorted, for a char_map table."""
+    t = _load()
+    if name == "lowercase":
+        return [[cp, cp + 1, s] for cp, s in t["lowercase"]]
+    if name == "bert_clean":
+        rows = [[a, b, None] for a, b in t["bert_clean"]["drop"]] + [[a, b, " "] for a, b in t["bert_clean"]["space"]]
+        return sorted(rows)
+    if name == "bert_cjk":
+        # handle_chinese_chars: the char with a space on both sides (the spaces share its range).
+        return [[a, b, "pad"] for a, b in t["bert_cjk"]]
+    if name in ("bert_mn", "marks"):
+        return [[a, b, None] for a, b in t[name]]
+    raise KeyError(name)
+
+
+def _blob(blobs, kind: str, name: str) -> int:
+    cache = blobs.__dict__.setdefault("hf_char_blobs", {})
+    key = (kind, name)
+    if key not in cache:
+        rows = _map_rows(name) if kind == "map" else _load()[name]
+        cache[key] = blobs.add(mtok.U8, json.dumps(rows, ensure_ascii=False, separators=(",", ":")).encode("utf-8"))
+    return cache[key]
+
+
+def _nfd_blob(blobs) -> int:
+    cache = blobs.__dict__.setdefault("hf_char_blobs", {})
+    if ("nfd", "") not in cache:
+        from .norm_tables import build_norm_blob
+
+        cache[("nfd", "")] = blobs.add(mtok.U8, build_norm_blob({"NFD"}))
+    return cache[("nfd", "")]
+
+
+NORMALIZER_TYPES = ("bert", "lowercase", "strip", "strip_accents")
+PRE_TOKENIZER_TYPES = ("char_split",)
+
+
+def compile_normalizer(s: dict, blobs) -> list[dict]:
+    """One definition normalizer step -> runtime steps."""
+    version = "tokenizers-" + _load()["tokenizers"]
+    t = s["type"]
+    if t == "lowercase":
+        return [{"type": "char_map", "table": _blob(blobs, "map", "lowercase"), "unicode_version": version}]
+    if t == "strip_accents":
+        return [{"type": "char_map", "table": _blob(blobs, "map", "marks"), "unicode_version": version}]
+    if t == "strip":
+        return [{"type": "strip", "left": s["left"], "right": s["right"], "table": _blob(blobs, "set", "strip_ws"),
+                 "unicode_version": version}]
+    if t == "bert":
+        # BertNormalizer's order: clean text, pad CJK, strip accents (NFD, drop Mn), lowercase.
+        out = []
+        if s["clean_text"]:
+            out.append({"type": "char_map", "table": _blob(blobs, "map", "bert_clean"), "unicode_version": version})
+        if s["handle_chinese_chars"]:
+            out.append({"type": "char_map", "table": _blob(blobs, "map", "bert_cjk"), "unicode_version": version})
+        if s["strip_accents"]:
+            out.append({"type": "unicode", "form": "NFD", "tables": _nfd_blob(blobs), "unicode_version": "9.0.0"})
+            out.append({"type": "char_map", "table": _blob(blobs, "map", "bert_mn"), "unicode_version": version})
+        if s["lowercase"]:
+            out.append({"type": "char_map", "table": _blob(blobs, "map", "lowercase"), "unicode_version": version})
+        return out
+    raise KeyError(t)
+
+
+def compile_pre_tokenizer(s: dict, blobs) -> list[dict]:
+    return [{"type": "char_split", "behavior": s["behavior"], "table": _blob(blobs, "set", s["table"])}]
+
+
+def wordpiece_sections(d, token_bytes, regular, sections) -> dict:
+    m = d.model
+    return {"type": "wordpiece", "byte_level": False, "unk_id": m.unk_id, "prefix": m.continuing_subword_prefix,
+            "max_input_chars_per_word": m.max_input_chars_per_word}
+
+
+def wordlevel_sections(d, token_bytes, regular, sections) -> dict:
+    return {"type": "wordlevel", "byte_level": False, "unk_id": d.model.unk_id}

@@ -1,0 +1,185 @@
+"""Runtime steps of the BERT family, driven by per-character tables embedded at export.
+
+  CharMap    normalizer: each code point maps to itself, to a string, or to nothing (Lowercase,
+             BertNormalizer's clean_text / CJK padding / accent stripping, StripAccents); every
+             output char keeps the range of the char it came from, as NormalizedString does.
+  Strip      normalizer: trims table whitespace at either end.
+  CharSplit  pre-tokenizer: each char of a table is its own delimiter (BertPreTokenizer,
+             Punctuation, WhitespaceSplit), then the split behaviour applies.
+  wordpiece  decoder: tokenizers' WordPiece decode_chain.
+
+Tables are JSON rows [start, end(, replacement)] in a blob, parsed once on first use; lookups go
+through a memo dict so str.translate does the per-char work in C.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from bisect import bisect_right
+
+from .. import mtok
+from ..errors import FormatError
+from .pretokenizers import apply_behavior, slice_offs
+
+
+def _rows(f, blob: int) -> list:
+    """The table's rows, checked: sorted, non-overlapping [start, end(, str|None)] code point ranges.
+    A damaged table is refused naming its section rather than mis-normalizing."""
+    sid = mtok.BLOB_BASE + blob
+    try:
+        rows = json.loads(bytes(f.view(sid, mtok.U8)).decode("utf-8"))
+        prev = 0
+        for r in rows:
+            ok = isinstance(r, list) and len(r) in (2, 3) and all(isinstance(x, int) and not isinstance(x, bool)
+                                                                  for x in r[:2])
+            ok = ok and prev <= r[0] < r[1] <= 0x110000 and (len(r) == 2 or r[2] is None or isinstance(r[2], str))
+            if not ok:
+                raise ValueError(f"bad row {r!r}")
+            prev = r[1]
+    except (ValueError, TypeError, UnicodeDecodeError) as e:
+        raise FormatError(f.path, f"character table: {e}", section=mtok.section_name(sid),
+                          offset=f.sections[sid][1] if sid in f.sections else None) from None
+    return rows
+
+
+class _Memo(dict):
+    """cp -> translate value (str, None to delete, or cp itself), looked up by range once per cp."""
+
+    def __init__(self, rows, hit, miss):
+        super().__init__()
+        self.starts = [r[0] for r in rows]
+        self.ends = [r[1] for r in rows]
+        self.vals = [hit(r) for r in rows]
+        self.miss = miss
+
+    def __missing__(self, cp):
+        k = bisect_right(self.starts, cp) - 1
+        v = self.vals[k] if k >= 0 and cp < self.ends[k] else (cp if self.miss is None else self.miss)
+        if v == "pad":  # handle_chinese_chars: the char with a space on each side
+            v = f" {chr(cp)} "
+        self[cp] = v
+        return v
+
+
+class _LenMemo(dict):
+    """cp -> chr(number of chars it becomes), from a _Memo."""
+
+    def __init__(self, memo):
+        super().__init__()
+        self.memo = memo
+
+    def __missing__(self, cp):
+        v = self.memo[cp]
+        v = chr(0 if v is None else 1 if isinstance(v, int) else len(v))
+        self[cp] = v
+        return v
+
+
+_NOT_ONE = re.compile("[^\x01]")
+
+
+class CharMap:
+    def __init__(self, f, step):
+        self.f, self.blob = f, step["table"]
+        self.memo = self.lens = None
+
+    def normalize(self, text: str, want_align: bool):
+        memo = self.memo
+        if memo is None:
+            memo = self.memo = _Memo(_rows(self.f, self.blob), lambda r: r[2], None)
+            self.lens = _LenMemo(memo)
+        new = text.translate(memo)
+        if new == text:
+            return text, None
+        if not want_align:
+            return new, None
+        lens = text.translate(self.lens)
+        if len(new) == len(text) and not lens.strip("\x01"):
+            return new, None  # one char for one char: the identity alignment
+        # Runs of one-for-one chars in bulk; deleted or expanded chars one by one.
+        al, prev = [], 0
+        for m in _NOT_ONE.finditer(lens):
+            i = m.start()
+            al.extend(zip(range(prev, i), range(prev + 1, i + 1)))
+            al.extend([(i, i + 1)] * ord(lens[i]))
+            prev = i + 1
+        al.extend(zip(range(prev, len(text)), range(prev + 1, len(text) + 1)))
+        return new, al
+
+
+class Strip:
+    def __init__(self, f, step):
+        self.left, self.right = step["left"], step["right"]
+        self.f, self.blob = f, step["table"]
+        self.memo = None
+
+    def _is_ws(self, c):
+        if self.memo is None:
+            self.memo = _Memo(_rows(self.f, self.blob), lambda r: True, False)
+        return self.memo[ord(c)]
+
+    def normalize(self, text: str, want_align: bool):
+        s, e = 0, len(text)
+        if self.left:
+            while s < e and self._is_ws(text[s]):
+                s += 1
+        if self.right:
+            while e > s and self._is_ws(text[e - 1]):
+                e -= 1
+        if s == 0 and e == len(text):
+            return text, None
+        return text[s:e], ([(i, i + 1) for i in range(s, e)] if want_align else None)
+
+
+_MARK = re.compile("\x01")
+
+
+class CharSplit:
+    def __init__(self, f, step):
+        self.behavior = step["behavior"]
+        self.f, self.blob = f, step["table"]
+        self.memo = None
+
+    def spans(self, text: str):
+        if self.memo is None:
+            self.memo = _Memo(_rows(self.f, self.blob), lambda r: "\x01", "\x00")
+        marks = text.translate(self.memo)
+        spans, prev = [], 0
+        for m in _MARK.finditer(marks):
+            s = m.start()
+            if prev != s:
+                spans.append((prev, s, False))
+            spans.append((s, s + 1, True))
+            prev = s + 1
+        if prev != len(text):
+            spans.append((prev, len(text), False))
+        return apply_behavior(spans, self.behavior)
+
+    def __call__(self, pieces):
+        out = []
+        for text, offs in pieces:
+            for s, e in self.spans(text):
+                out.append((text[s:e], slice_offs(offs, s, e)))
+        return out
+
+
+_CLEANUP = ((" .", "."), (" ?", "?"), (" !", "!"), (" ,", ","), (" ' ", "'"), (" n't", "n't"), (" 'm", "'m"),
+            (" do not", " don't"), (" 's", "'s"), (" 've", "'ve"), (" 're", "'re"))
+
+
+def wordpiece_decoder(step):
+    prefix, cleanup = step["prefix"], step["cleanup"]
+
+    def run(tokens: list[str]) -> list[str]:
+        out = []
+        for i, t in enumerate(tokens):
+            if i:
+                t = t[len(prefix):] if t.startswith(prefix) else " " + t
+            if cleanup:
+                for a, b in _CLEANUP:
+                    t = t.replace(a, b)
+            out.append(t)
+        return out
+
+    return run

@@ -1,0 +1,191 @@
+"""Character-level BPE (tokenizers' BPE without ByteLevel: Llama 2, Gemma 3), with byte fallback.
+
+A piece's initial symbols are its characters' vocabulary ids: continuing_subword_prefix on every
+char but the first, end_of_word_suffix on the last. A char missing from the vocabulary becomes
+its `<0xHH>` byte tokens when byte_fallback is on and all of them exist, otherwise the unk token
+(adjacent unks fuse under fuse_unk; with no unk token the char is dropped). The merge loop itself
+is the byte-level one (models/bpe.py: lowest rank first, ties leftmost), over the same packed
+merge table; only the initial symbols and the offsets differ. Kept separate from the tokenizer.json
+reader so a SentencePiece .model BPE can reuse it.
+
+Offsets follow tokenizers: each symbol has a byte length in the piece (a char's UTF-8 length, 1
+per fallback byte, the sum for fused unks); a token spans its symbols' bytes, mapped to code points.
+"""
+
+from __future__ import annotations
+
+import re
+
+from .bpe import BPE
+
+
+class CharBPE(BPE):
+    def __init__(self, f, meta: dict):
+        super().__init__(f, meta)
+        m = meta["model"]
+        self.byte_fallback = bool(m.get("byte_fallback", False))
+        self.fuse_unk = bool(m.get("fuse_unk", False))
+        self.prefix = m.get("continuing_subword_prefix") or ""
+        self.suffix = m.get("end_of_word_suffix") or ""
+        self.prefix_len = len(self.prefix.encode("utf-8"))
+        boundaries = m.get("boundaries") or ""
+        # Cut points of a piece: before a boundary char that follows a different char (see
+        # exporter/sp_steps.char_bpe_meta for why no merge can cross them).
+        self.cut = None
+        if boundaries and not self.prefix and not self.suffix:
+            cls = "".join(re.escape(c) for c in boundaries)
+            self.cut = re.compile(f"(?s)(.)(?!\\1)(?=[{cls}])")
+        self._byte_tok = None
+        self.char_cache: dict[str, tuple | None] = {}
+        self.sub_cache: dict[str, tuple[int, ...]] = {}
+
+    # -- initial symbols ---------------------------------------------------------------------
+    def _bytes_tokens(self):
+        if self._byte_tok is None:
+            self._byte_tok = [self.lookup(f"<0x{b:02X}>".encode()) for b in range(256)]
+        return self._byte_tok
+
+    def _resolve(self, s: str):
+        """(ids,) of a symbol string: its own id, its fallback bytes, or None (unk)."""
+        i = self.lookup(s.encode("utf-8", "surrogatepass"))
+        if i is not None:
+            return (i,), False
+        if self.byte_fallback:
+            bt = self._bytes_tokens()
+            ids = tuple(bt[b] for b in s.encode("utf-8", "surrogatepass"))
+            if None not in ids:
+                return ids, True
+        return None, False
+
+    def _initial(self, text: str):
+        """(ids, byte lengths) of the initial symbols, as tokenizers' merge_word builds them."""
+        ids: list[int] = []
+        lens: list[int] = []
+        unk = None  # pending (unk id, byte length), as tokenizers keeps it
+        cache = self.char_cache
+        plain = not self.prefix and not self.suffix
+        last = len(text) - 1
+        unk_id = self.unk_id
+        for k, c in enumerate(text):
+            if plain:
+                hit = cache.get(c)
+                if hit is None:
+                    hit = cache[c] = self._resolve(c)
+            else:
+                s = c
+                if k > 0:
+                    s = self.prefix + s
+                if k == last:
+                    s = s + self.suffix
+                hit = self._resolve(s)
+            toks, fallback = hit
+            if toks is not None and not fallback:
+                if unk is not None:
+                    ids.append(unk[0])
+                    lens.append(unk[1])
+                    unk = None
+                ids.append(toks[0])
+                lens.append(len(c.encode("utf-8", "surrogatepass")) if c >= "\x80" else 1)
+            elif toks is not None:
+                # Fallback bytes do not flush a pending unk (tokenizers adds it later).
+                ids.extend(toks)
+                lens.extend([1] * len(toks))
+            elif unk_id is not None:
+                n = len(c.encode("utf-8", "surrogatepass"))
+                if unk is not None and self.fuse_unk:
+                    unk = (unk[0], unk[1] + n)
+                else:
+                    if unk is not None:
+                        ids.append(unk[0])
+                        lens.append(unk[1])
+                    unk = (unk_id, n)
+            # no unk token: the char is dropped
+        if unk is not None:
+            ids.append(unk[0])
+            lens.append(unk[1])
+        return ids, lens
+
+    # -- encoding ----------------------------------------------------------------------------
+    def _subpieces(self, text: str):
+        if self.cut is None or len(text) < 16:
+            return [text]
+        out, prev = [], 0
+        for m in self.cut.finditer(text):
+            out.append(text[prev : m.end()])
+            prev = m.end()
+        out.append(text[prev:])
+        return out
+
+    def _encode_sub(self, text: str) -> tuple[int, ...]:
+        hit = self.sub_cache.get(text)
+        if hit is not None:
+            return hit
+        out = tuple(self._merge(self._initial(text)[0]))
+        if len(text) <= 48:
+            self.sub_cache[text] = out
+        return out
+
+    def _whole(self, text: str):
+        if self.ignore_merges:
+            return self.lookup(text.encode("utf-8", "surrogatepass"))
+        return None
+
+    def encode_piece(self, text: str) -> tuple[int, ...]:
+        hit = self.piece_cache.get(text)
+        if hit is not None:
+            return hit
+        if not text:
+            return ()
+        i = self._whole(text)
+        if i is not None:
+            out = (i,)
+        else:
+            subs = self._subpieces(text)
+            if len(subs) == 1:
+                out = self._encode_sub(text)
+            else:
+                acc: list[int] = []
+                for s in subs:
+                    acc.extend(self._encode_sub(s))
+                out = tuple(acc)
+        if len(text) <= 48:
+            self.piece_cache[text] = out
+        return out
+
+    def piece_offsets(self, text: str, toks) -> list[tuple[int, int]]:
+        if not toks:
+            return []
+        if len(toks) == 1 and self._whole(text) == toks[0]:
+            return [(0, len(text))]
+        ids0, lens0 = self._initial(text)
+        off, plen = self.off, self.prefix_len
+        data_len = sum(len(c.encode("utf-8", "surrogatepass")) if c >= "\x80" else 1 for c in text)
+        ascii_ = data_len == len(text)
+        if not ascii_:
+            char_of = []
+            for ci, ch in enumerate(text):
+                char_of.extend([ci] * len(ch.encode("utf-8", "surrogatepass")))
+        out = []
+        j, n0, pos = 0, len(ids0), 0
+        n = data_len
+        for t in toks:
+            # A merged token's string is its symbols' strings joined (the prefix stripped from
+            # every right side), so its symbols are found by adding up their lengths.
+            target = off[t + 1] - off[t]
+            b0 = pos
+            if j < n0:
+                acc = off[ids0[j] + 1] - off[ids0[j]]
+                pos += lens0[j]
+                j += 1
+                while acc < target and j < n0:
+                    acc += off[ids0[j] + 1] - off[ids0[j]] - plen
+                    pos += lens0[j]
+                    j += 1
+            b1 = pos
+            if n == 0:
+                out.append((0, 0))
+            elif ascii_:
+                out.append((min(b0, n), min(b1, n)))
+            else:
+                out.append((char_of[min(b0, n - 1)], char_of[max(min(b1, n) - 1, 0)] + 1))
+        return out

@@ -1,0 +1,364 @@
+"""SentencePiece's BPE and Unigram models and its decoder, over the mapped pieces, scores and types.
+
+Encoding runs on the normalized text (runtime/spm_normalizer.py) with SentencePiece's rules, not
+tokenizers' (CONFORMANCE §11):
+- BPE has no merge list: repeatedly merge the adjacent pair whose concatenation is a piece with the
+  highest score (ties: leftmost). User-defined symbols are frozen; a merged UNUSED piece is split
+  back into the two symbols it came from.
+- Unigram: Viterbi over NORMAL and USER_DEFINED pieces with float32 path scores (user-defined:
+  0.1 x (bytes - 1); unknown char: min score - 10), each candidate sum rounded to float32 and winning
+  only when strictly better, the sums rebased once they pass 1e5 in magnitude -- sentencepiece
+  0.2.3's optimized encoder (its sources, not older releases', are the reference).
+- Then unknown pieces become <0xHH> byte pieces with byte_fallback, else runs of unknowns collapse
+  to one unk id.
+Lookup tables (piece -> id) are built on the first encode, never at load.
+"""
+
+from __future__ import annotations
+
+import heapq
+import re
+import struct
+
+from ... import mtok
+
+NORMAL, UNKNOWN, CONTROL, USER_DEFINED, UNUSED, BYTE = 1, 2, 3, 4, 5, 6
+WS = "\u2581"
+_F32 = struct.Struct("<f")
+MAX_RESEGMENT_DEPTH = 100
+RESET = 100000.0  # |path score| above which the Unigram lattice rebases its scores (sentencepiece 0.2.3)
+_CACHE_LIMIT = 1 << 16
+# A merge can never cross the start of a "▁" that follows another character when no piece holds
+# such a pair: the text then splits there into independent runs (memoised).
+_CUT = re.compile("(?<=[^\u2581])(?=\u2581)")
+_NEEDS_WHOLE = re.compile("[^\u2581]\u2581")
+
+
+def f32(x: float) -> float:
+    """Round a double to float32, as a C++ float store does (overflow goes to infinity)."""
+    try:
+        return _F32.unpack(_F32.pack(x))[0]
+    except OverflowError:
+        return float("inf") if x > 0 else float("-inf")
+
+
+class SentencePiece:
+    def __init__(self, f, meta: dict):
+        m = meta["model"]
+        self.kind = m["kind"]
+        self.unk_id = m["unk_id"]
+        self.byte_fallback = bool(m["byte_fallback"])
+        self.unk_surface = m["unk_surface"]
+        self.add_dummy_prefix = bool(m["add_dummy_prefix"])
+        self.remove_extra = bool(m["remove_extra_whitespaces"])
+        self.tb = f.view(mtok.SECTION_TOKEN_BYTES, mtok.U8)
+        self.off = f.view(mtok.SECTION_TOKEN_OFFSETS, mtok.U32)
+        self.sorted_ids = f.view(mtok.SECTION_SORTED_IDS, mtok.U32)
+        self.scores = f.view(mtok.SECTION_SPM_SCORES, mtok.F32)
+        self.types = f.view(mtok.SECTION_SPM_TYPES, mtok.U8)
+        self.n = len(self.types)
+        if len(self.scores) != self.n or len(self.off) != self.n + 1:
+            raise ValueError("spm_scores / spm_types / token_offsets sizes disagree")
+        self._ready = False
+        self.cache: dict[str, list[int]] = {}
+
+    # -- vocabulary -------------------------------------------------------------------------
+    def token_bytes(self, i: int) -> bytes:
+        return bytes(self.tb[self.off[i] : self.off[i + 1]])
+
+    def piece(self, i: int) -> str:
+        return self.token_bytes(i).decode("utf-8")
+
+    def lookup(self, data: bytes) -> int | None:
+        """Id of the piece with exactly these bytes (binary search over the sorted ids)."""
+        ids, tb, off = self.sorted_ids, self.tb, self.off
+        lo, hi = 0, len(ids)
+        while lo < hi:
+            mid = (lo + hi) >> 1
+            i = ids[mid]
+            if tb[off[i] : off[i + 1]].tobytes() < data:
+                lo = mid + 1
+            else:
+                hi = mid
+        if lo < len(ids) and tb[off[ids[lo]] : off[ids[lo] + 1]] == data:
+            return ids[lo]
+        return None
+
+    def _prepare(self):
+        """Piece tables for encoding, built once on the first encode."""
+        types, scores = self.types, self.scores
+        pieces: dict[str, int] = {}  # SentencePiece's pieces_: NORMAL, USER_DEFINED, UNUSED
+        reserved: dict[str, int] = {}  # CONTROL, UNKNOWN, BYTE
+        user: set[str] = set()
+        byte_ids = [self.unk_id] * 256
+        prefixes: set[str] = set()
+        lo = float("inf")
+        max_len = 1
+        whole = False
+        has_unused = False
+        for i in range(self.n):
+            t = types[i]
+            p = self.piece(i)
+            if t in (NORMAL, USER_DEFINED, UNUSED):
+                pieces.setdefault(p, i)
+                if t == USER_DEFINED:
+                    user.add(p)
+                if t == UNUSED:
+                    has_unused = True
+                if _NEEDS_WHOLE.search(p):
+                    whole = True
+                if self.kind == "unigram":
+                    for k in range(1, len(p) + 1):
+                        prefixes.add(p[:k])
+                    max_len = max(max_len, len(p))
+            else:
+                reserved.setdefault(p, i)
+                if t == BYTE and len(p) == 6:
+                    byte_ids[int(p[3:5], 16)] = i
+            if t == NORMAL:
+                lo = min(lo, scores[i])
+        self.pieces, self.reserved, self.user, self.byte_ids = pieces, reserved, user, byte_ids
+        self.user_lens = sorted({len(u) for u in user}, reverse=True)
+        self.prefixes, self.max_len = prefixes, max_len
+        self.unk_score = f32(lo - 10.0) if lo != float("inf") else f32(3.4028234663852886e38 - 10.0)
+        self.cut = not whole and not has_unused
+        self._ready = True
+
+    # -- encoding ---------------------------------------------------------------------------
+    def encode_piece(self, text: str) -> tuple[int, ...]:
+        return tuple(self.encode_normalized(text))
+
+    def encode_normalized(self, text: str) -> list[int]:
+        """Ids of already-normalized text, as SentencePieceProcessor.encode gives them."""
+        if not text:
+            return []
+        if not self._ready:
+            self._prepare()
+        if self.kind == "bpe":
+            if self.cut:
+                out: list[int] = []
+                prev_unk = False
+                cache = self.cache
+                for seg in _CUT.split(text):
+                    ids = cache.get(seg)
+                    if ids is None:
+                        ids = self._finish(self._bpe(seg))
+                        if len(cache) >= _CACHE_LIMIT:
+                            cache.clear()
+                        cache[seg] = ids
+                    if not ids:
+                        continue
+                    # A run of unknowns across two runs collapses as it would in one.
+                    if prev_unk and ids[0] == self.unk_id and not self.byte_fallback:
+                        ids = ids[1:]
+                    out.extend(ids)
+                    prev_unk = bool(out) and out[-1] == self.unk_id
+                return out
+            return self._finish(self._bpe(text))
+        return self._finish(self._unigram(text))
+
+    def _finish(self, result: list[tuple[str, int]]) -> list[int]:
+        """Byte fallback for unknown pieces, else collapse runs of unknowns (PopulateSentencePieceText)."""
+        out: list[int] = []
+        prev_unk = False
+        unk = self.unk_id
+        for w, i in result:
+            is_unk = i == unk
+            if is_unk and self.byte_fallback:
+                out.extend(self.byte_ids[b] for b in w.encode("utf-8"))
+            elif not (is_unk and prev_unk):
+                out.append(i)
+            prev_unk = is_unk
+        return out
+
+    def _symbols(self, text: str) -> tuple[list[str], list[bool]]:
+        """Initial symbols: the longest user-defined symbol (frozen) or one character."""
+        user, lens = self.user, self.user_lens
+        syms, frozen = [], []
+        i, n = 0, len(text)
+        while i < n:
+            for ln in lens:
+                if text[i : i + ln] in user:
+                    syms.append(text[i : i + ln])
+                    frozen.append(True)
+                    i += ln
+                    break
+            else:
+                syms.append(text[i])
+                frozen.append(False)
+                i += 1
+        return syms, frozen
+
+    def _bpe(self, text: str) -> list[tuple[str, int]]:
+        syms, frozen = self._symbols(text)
+        n = len(syms)
+        prev = list(range(-1, n - 1))
+        nxt = list(range(1, n + 1))
+        nxt[-1] = -1
+        pieces, scores, types = self.pieces, self.scores, self.types
+        heap: list = []
+        rev: dict[str, tuple[str, str]] = {}
+
+        def add(left, right):
+            if left == -1 or right == -1 or frozen[left] or frozen[right]:
+                return
+            p = syms[left] + syms[right]
+            i = pieces.get(p)
+            if i is None:
+                return
+            heapq.heappush(heap, (-scores[i], left, right, len(p)))
+            if types[i] == UNUSED:
+                rev[p] = (syms[left], syms[right])
+
+        for k in range(1, n):
+            add(k - 1, k)
+        while heap:
+            _s, left, right, size = heapq.heappop(heap)
+            a, b = syms[left], syms[right]
+            if not a or not b or len(a) + len(b) != size:
+                continue
+            syms[left] = a + b
+            nxt[left] = nxt[right]
+            if nxt[right] >= 0:
+                prev[nxt[right]] = left
+            syms[right] = ""
+            add(prev[left], left)
+            add(left, nxt[left])
+        out: list[tuple[str, int]] = []
+
+        unk = self.unk_id
+
+        def resegment(w, depth):
+            # A merged UNUSED piece goes back to the two symbols it was made of (at most 100 deep);
+            # an UNUSED piece never made by a merge, or a reserved one, is unknown.
+            i = pieces.get(w, unk)
+            if depth > MAX_RESEGMENT_DEPTH or i == unk or types[i] != UNUSED:
+                out.append((w, i))
+            elif w not in rev:
+                out.append((w, unk))
+            else:
+                resegment(rev[w][0], depth + 1)
+                resegment(rev[w][1], depth + 1)
+
+        k = 0
+        while k != -1:
+            resegment(syms[k], 0)
+            k = nxt[k]
+        return out
+
+    def _unigram(self, text: str) -> list[tuple[str, int]]:
+        n = len(text)
+        best = [0.0] * (n + 1)
+        start = [-1] * (n + 1)
+        best_id = [0] * (n + 1)
+        pieces, prefixes, types, scores = self.pieces, self.prefixes, self.types, self.scores
+        max_len, unk_score, unk = self.max_len, self.unk_score, self.unk_id
+        node_score: dict[int, float] = {}
+        frontier = 0
+        for i in range(n):
+            here = best[i]
+            if here < -RESET or here > RESET:
+                # Keep float32 sums precise on long texts: SentencePiece rebases every score from here
+                # to the frontier on the score at this position (in float32), as below.
+                for k in range(i, frontier + 1):
+                    if k == i or start[k] != -1:
+                        best[k] = f32(best[k] - here)
+                here = 0.0
+            single = False
+            for ln in range(1, min(max_len, n - i) + 1):
+                sub = text[i : i + ln]
+                if sub not in prefixes:
+                    break
+                pid = pieces.get(sub)
+                if pid is None:
+                    continue
+                t = types[pid]
+                if t == UNUSED:
+                    continue
+                j = i + ln
+                if j > frontier:
+                    frontier = j
+                sc = node_score.get(pid)
+                if sc is None:
+                    # User-defined symbols: 0.1 x (bytes - 1), computed in double, stored as float.
+                    sc = f32(0.1 * (len(sub.encode("utf-8")) - 1)) if t == USER_DEFINED else scores[pid]
+                    node_score[pid] = sc
+                cand = f32(sc + here)
+                if start[j] == -1 or cand > best[j]:
+                    best[j] = cand
+                    start[j] = i
+                    best_id[j] = pid
+                if ln == 1:
+                    single = True
+            if not single:
+                j = i + 1
+                if j > frontier:
+                    frontier = j
+                cand = f32(unk_score + here)
+                if start[j] == -1 or cand > best[j]:
+                    best[j] = cand
+                    start[j] = i
+                    best_id[j] = unk
+        out = []
+        e = n
+        while e > 0:
+            s = start[e]
+            out.append((text[s:e], best_id[e]))
+            e = s
+        out.reverse()
+        return out
+
+    # -- decoding ---------------------------------------------------------------------------
+    def decode(self, ids: list[int]) -> str:
+        """SentencePieceProcessor.decode (0.2.3's DecodeOptimized): CONTROL pieces vanish, the unk
+        piece gives unk_surface, U+2581 becomes ' ', the first visible piece loses one leading
+        U+2581 (with remove_extra_whitespaces, every piece does until some text is out), and runs of
+        byte pieces are decoded character by character with one U+FFFD per invalid byte."""
+        from ..pipeline import UnknownTokenError
+        from ..spm_normalizer import char_len
+
+        types, n = self.types, self.n
+        out: list[str] = []
+        nonempty = False
+        run = bytearray()
+        is_bos_ws = True
+        strip_first = self.add_dummy_prefix or self.remove_extra
+
+        def flush():
+            if not run:
+                return False
+            parts, k = [], 0
+            while k < len(run):
+                ok, ln = char_len(run, k)
+                parts.append(run[k : k + ln].decode("utf-8") if ok else "\ufffd")
+                k += ln
+            run.clear()
+            out.append("".join(parts))
+            return True
+
+        for i in ids:
+            if not 0 <= i < n:
+                raise UnknownTokenError(f"Invalid id: {i} (vocabulary of {n})")
+            t = types[i]
+            if t == BYTE:
+                run.append(int(self.piece(i)[3:5], 16))
+                continue
+            nonempty = flush() or nonempty
+            if nonempty:
+                is_bos_ws = False
+            if t == CONTROL:
+                continue
+            p = self.piece(i)
+            has_ws = False
+            if is_bos_ws and strip_first:
+                if p.startswith(WS):
+                    p = p[1:]
+                    has_ws = not self.remove_extra
+            s = self.unk_surface if t == UNKNOWN else p.replace(WS, " ")
+            if s:
+                out.append(s)
+                nonempty = True
+            if has_ws or nonempty:
+                is_bos_ws = False
+        flush()
+        return "".join(out)

@@ -1,0 +1,169 @@
+"""Unigram language-model tokenization (HF tokenizers' Unigram), over the mapped vocabulary.
+
+Pieces are the UTF-8 strings of the common token sections; scores the f64 section unigram_scores.
+Viterbi runs over code points with f64 sums, candidates visited by start position and then length,
+and a candidate replaces a node's best only when strictly better (so ties keep the longest final
+piece), exactly as tokenizers' encode_optimized. Every piece is matchable (<unk>, <s>, byte pieces);
+a position where no one-char piece starts gets an unk node scored min(score) - 10. Runs of unk
+nodes (including a matched unk piece) are fused into one token whose text is looked up again: a
+vocabulary string gives its id, else byte_fallback pieces <0xHH> (all sharing the run's span) when
+all exist, else the unk id (an error when the model has none).
+
+The piece -> id map and the prefix set used for the lattice search are built on the first encode,
+never at load; whole pieces are memoised, as in the BPE runtime.
+"""
+
+from __future__ import annotations
+
+from ... import mtok
+from ...errors import EncodeError
+
+UNK_PENALTY = 10.0
+
+
+class Unigram:
+    plain_text = True  # vocabulary strings are the tokens' UTF-8 text (no byte-level alphabet)
+
+    def __init__(self, f, meta: dict):
+        m = meta["model"]
+        self.unk_id = m["unk_id"]
+        self.byte_fallback = bool(m["byte_fallback"])
+        self.n = m["n_pieces"]
+        self.tb = f.view(mtok.SECTION_TOKEN_BYTES, mtok.U8)
+        self.off = f.view(mtok.SECTION_TOKEN_OFFSETS, mtok.U32)
+        self.sorted_ids = f.view(mtok.SECTION_SORTED_IDS, mtok.U32)
+        self.scores = f.view(mtok.SECTION_UNIGRAM_SCORES, mtok.F64)
+        if len(self.scores) != self.n or len(self.off) < self.n + 1:
+            raise ValueError(f"unigram scores hold {len(self.scores)} entries for {self.n} pieces")
+        self._ids = None
+        self._prefixes = None
+        self._max_len = 0
+        self.min_score = m["min_score"]
+        self.piece_cache: dict[str, tuple] = {}
+        self._last = None
+
+    # -- vocabulary -------------------------------------------------------------------------
+    def token_bytes(self, i: int) -> bytes:
+        off = self.off
+        return bytes(self.tb[off[i]: off[i + 1]])
+
+    def lookup(self, data: bytes) -> int | None:
+        """Id of the piece with exactly these bytes (last id for a repeated piece)."""
+        if self._ids is None:
+            self._index()
+        try:
+            return self._ids.get(data.decode("utf-8"))
+        except UnicodeDecodeError:
+            return None
+
+    def _index(self):
+        tb, off = self.tb, self.off
+        ids: dict[str, int] = {}
+        prefixes: set[str] = set()
+        longest = 0
+        for i in range(self.n):
+            s = bytes(tb[off[i]: off[i + 1]]).decode("utf-8", "surrogatepass")
+            ids[s] = i  # a repeated piece: the last id wins, as tokenizers' token_to_ids
+            if len(s) > longest:
+                longest = len(s)
+            for k in range(1, len(s)):
+                prefixes.add(s[:k])
+        self._ids, self._prefixes, self._max_len = ids, prefixes, longest
+
+    # -- encoding ---------------------------------------------------------------------------
+    def encode_piece(self, text: str) -> tuple[int, ...]:
+        return self._encode(text)[0]
+
+    def piece_offsets(self, text: str, toks) -> list[tuple[int, int]]:
+        return list(self._encode(text)[1])
+
+    def _encode(self, text: str):
+        hit = self.piece_cache.get(text)
+        if hit is not None:
+            return hit
+        if self._ids is None:
+            self._index()
+        last = self._last
+        if last is not None and last[0] == text:  # piece_offsets right after encode_piece of a long piece
+            return last[1]
+        out = self._viterbi(text)
+        self._last = (text, out)
+        if len(text) <= 64:
+            if len(self.piece_cache) > 1 << 16:
+                self.piece_cache.clear()
+            self.piece_cache[text] = out
+        return out
+
+    def _viterbi(self, text: str):
+        n = len(text)
+        if n == 0:
+            return (), ()
+        ids, prefixes, scores = self._ids, self._prefixes, self.scores
+        max_len = self._max_len
+        unk_id = self.unk_id
+        unk_score = self.min_score - UNK_PENALTY
+        best = [0.0] * (n + 1)
+        start = [-1] * (n + 1)
+        node = [0] * (n + 1)
+        for s in range(n):
+            base = best[s]
+            single = False
+            lim = min(n, s + max_len)
+            for e in range(s + 1, lim + 1):
+                sub = text[s:e]
+                i = ids.get(sub)
+                if i is not None:
+                    cand = scores[i] + base
+                    if start[e] < 0 or cand > best[e]:
+                        best[e] = cand
+                        start[e] = s
+                        node[e] = i
+                    if e == s + 1:
+                        single = True
+                if sub not in prefixes:
+                    break
+            if not single:
+                if unk_id is None:
+                    raise EncodeError("Unigram: an unknown character needs the unk token, but the model has "
+                                      "no unk_id (tokenizers raises MissingUnkId)")
+                cand = unk_score + base
+                e = s + 1
+                if start[e] < 0 or cand > best[e]:
+                    best[e] = cand
+                    start[e] = s
+                    node[e] = unk_id
+        # Backtrack, fusing runs of unk nodes into one surface string.
+        spans = []
+        e = n
+        run_end = -1
+        while e > 0:
+            s = start[e]
+            if unk_id is not None and node[e] == unk_id:
+                if run_end < 0:
+                    run_end = e
+            else:
+                if run_end >= 0:
+                    spans.append((e, run_end))
+                    run_end = -1
+                spans.append((s, e))
+            e = s
+        if run_end >= 0:
+            spans.append((0, run_end))
+        spans.reverse()
+        out_ids, out_spans = [], []
+        for s, e in spans:
+            sub = text[s:e]
+            i = ids.get(sub)
+            if i is None:
+                if self.byte_fallback:
+                    bids = [ids.get(f"<0x{b:02X}>") for b in sub.encode("utf-8", "surrogatepass")]
+                    if None not in bids:
+                        out_ids.extend(bids)
+                        out_spans.extend([(s, e)] * len(bids))
+                        continue
+                if unk_id is None:
+                    raise EncodeError("Unigram: an unknown piece needs the unk token, but the model has no unk_id")
+                i = unk_id
+            out_ids.append(i)
+            out_spans.append((s, e))
+        return tuple(out_ids), tuple(out_spans)

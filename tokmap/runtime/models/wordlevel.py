@@ -1,0 +1,20 @@
+"""WordLevel (tokenizers' models::wordlevel): the whole piece is one vocabulary token, else unk."""
+
+from __future__ import annotations
+
+from .wordpiece import VocabFile
+
+
+class WordLevel(VocabFile):
+    def __init__(self, f, meta: dict):
+        super().__init__(f)
+        self.unk_id = meta["model"]["unk_id"]
+
+    def encode_piece(self, text: str) -> tuple[int, ...]:
+        if not text:  # tokenizers never hands an empty split to the model
+            return ()
+        i = self.lookup(text.encode("utf-8", "surrogatepass"))
+        return (self.unk_id if i is None else i,)
+
+    def piece_offsets(self, text: str, ids) -> list[tuple[int, int]]:
+        return [(0, len(text))] if text else []

@@ -1,0 +1,87 @@
+"""WordPiece over the mapped vocabulary (tokenizers' models::wordpiece).
+
+A piece longer than max_input_chars_per_word code points is one unk. Otherwise, from the start,
+the longest vocabulary entry is taken (continuing_subword_prefix + text for every later position);
+if some position has no entry at all, the whole piece becomes one unk spanning it.
+Vocabulary lookups binary-search SORTED_IDS in the mapped file; results are memoised per piece.
+"""
+
+from __future__ import annotations
+
+from ... import mtok
+
+
+class VocabFile:
+    """The model vocabulary straight from the file: token bytes by id, and lookup by bytes."""
+
+    def __init__(self, f):
+        self.tb = f.view(mtok.SECTION_TOKEN_BYTES, mtok.U8)
+        self.off = f.view(mtok.SECTION_TOKEN_OFFSETS, mtok.U32)
+        self.sorted_ids = f.view(mtok.SECTION_SORTED_IDS, mtok.U32)
+
+    def token_bytes(self, i: int) -> bytes:
+        off = self.off
+        return bytes(self.tb[off[i] : off[i + 1]])
+
+    def lookup(self, data: bytes) -> int | None:
+        """Id of the model token with exactly these bytes (binary search over sorted ids)."""
+        ids, tb, off = self.sorted_ids, self.tb, self.off
+        lo, hi = 0, len(ids)
+        while lo < hi:
+            mid = (lo + hi) >> 1
+            i = ids[mid]
+            if tb[off[i] : off[i + 1]].tobytes() < data:
+                lo = mid + 1
+            else:
+                hi = mid
+        if lo < len(ids):
+            i = ids[lo]
+            if tb[off[i] : off[i + 1]] == data:
+                return i
+        return None
+
+
+class WordPiece(VocabFile):
+    def __init__(self, f, meta: dict):
+        super().__init__(f)
+        m = meta["model"]
+        self.unk_id = m["unk_id"]
+        self.prefix = m["prefix"].encode("utf-8")
+        self.max_chars = m["max_input_chars_per_word"]
+        self.cache: dict[str, tuple] = {}
+
+    def _split(self, text: str):
+        """[(id, start_char, end_char)] or None when some position has no token."""
+        n = len(text)
+        if n > self.max_chars:
+            return None
+        out, start, lookup, prefix = [], 0, self.lookup, self.prefix
+        while start < n:
+            end = n
+            while start < end:
+                data = text[start:end].encode("utf-8", "surrogatepass")
+                i = lookup(prefix + data if start else data)
+                if i is not None:
+                    out.append((i, start, end))
+                    break
+                end -= 1
+            else:
+                return None
+            start = end
+        return out
+
+    def _encode(self, text: str):
+        hit = self.cache.get(text)
+        if hit is None:
+            toks = self._split(text)
+            hit = ((self.unk_id,), ((0, len(text)),)) if toks is None else \
+                (tuple(t[0] for t in toks), tuple((t[1], t[2]) for t in toks))
+            if len(text) <= 64:
+                self.cache[text] = hit
+        return hit
+
+    def encode_piece(self, text: str) -> tuple[int, ...]:
+        return self._encode(text)[0]
+
+    def piece_offsets(self, text: str, ids) -> list[tuple[int, int]]:
+        return list(self._encode(text)[1])
