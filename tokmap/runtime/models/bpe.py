@@ -13,19 +13,18 @@ import heapq
 from bisect import bisect_left
 
 from ... import mtok
+from .vocab import VocabFile
 
 INF = 1 << 62
 LONG_PIECE = 128  # symbols; above this the heap merge wins over rescanning the list
 
 
-class BPE:
+class BPE(VocabFile):
     def __init__(self, f, meta: dict):
+        super().__init__(f)
         m = meta["model"]
         self.ignore_merges = bool(m["ignore_merges"])
         self.unk_id = m["unk_id"]
-        self.tb = f.view(mtok.SECTION_TOKEN_BYTES, mtok.U8)
-        self.off = f.view(mtok.SECTION_TOKEN_OFFSETS, mtok.U32)
-        self.sorted_ids = f.view(mtok.SECTION_SORTED_IDS, mtok.U32)
         self.byte_ids = list(f.view(mtok.SECTION_BYTE_IDS, mtok.U32))
         self.keys = f.view(mtok.SECTION_MERGE_KEYS, mtok.U64)
         self.ranks = f.view(mtok.SECTION_MERGE_RANKS, mtok.U32)
@@ -34,29 +33,7 @@ class BPE:
         self.pair_cache: dict[int, tuple[int, int]] = {}
         self.piece_cache: dict[str, tuple[int, ...]] = {}
 
-    # -- vocabulary -------------------------------------------------------------------------
-    def token_bytes(self, i: int) -> bytes:
-        off = self.off
-        return bytes(self.tb[off[i] : off[i + 1]])
-
-    def lookup(self, data: bytes) -> int | None:
-        """Id of the model token with exactly these bytes (binary search over sorted ids)."""
-        ids = self.sorted_ids
-        tb, off = self.tb, self.off
-        lo, hi = 0, len(ids)
-        while lo < hi:
-            mid = (lo + hi) >> 1
-            i = ids[mid]
-            if tb[off[i] : off[i + 1]].tobytes() < data:
-                lo = mid + 1
-            else:
-                hi = mid
-        if lo < len(ids):
-            i = ids[lo]
-            if tb[off[i] : off[i + 1]] == data:
-                return i
-        return None
-
+    # -- merges -------------------------------------------------------------------------------
     def pair(self, left: int, right: int) -> tuple[int, int]:
         """(rank, result) of merging left+right, or (INF, -1)."""
         key = (left << 32) | right

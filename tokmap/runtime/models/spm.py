@@ -21,6 +21,7 @@ import re
 import struct
 
 from ... import mtok
+from .vocab import VocabFile
 
 NORMAL, UNKNOWN, CONTROL, USER_DEFINED, UNUSED, BYTE = 1, 2, 3, 4, 5, 6
 WS = "\u2581"
@@ -42,8 +43,9 @@ def f32(x: float) -> float:
         return float("inf") if x > 0 else float("-inf")
 
 
-class SentencePiece:
+class SentencePiece(VocabFile):
     def __init__(self, f, meta: dict):
+        super().__init__(f)
         m = meta["model"]
         self.kind = m["kind"]
         self.unk_id = m["unk_id"]
@@ -51,9 +53,6 @@ class SentencePiece:
         self.unk_surface = m["unk_surface"]
         self.add_dummy_prefix = bool(m["add_dummy_prefix"])
         self.remove_extra = bool(m["remove_extra_whitespaces"])
-        self.tb = f.view(mtok.SECTION_TOKEN_BYTES, mtok.U8)
-        self.off = f.view(mtok.SECTION_TOKEN_OFFSETS, mtok.U32)
-        self.sorted_ids = f.view(mtok.SECTION_SORTED_IDS, mtok.U32)
         self.scores = f.view(mtok.SECTION_SPM_SCORES, mtok.F32)
         self.types = f.view(mtok.SECTION_SPM_TYPES, mtok.U8)
         self.n = len(self.types)
@@ -63,26 +62,8 @@ class SentencePiece:
         self.cache: dict[str, list[int]] = {}
 
     # -- vocabulary -------------------------------------------------------------------------
-    def token_bytes(self, i: int) -> bytes:
-        return bytes(self.tb[self.off[i] : self.off[i + 1]])
-
     def piece(self, i: int) -> str:
         return self.token_bytes(i).decode("utf-8")
-
-    def lookup(self, data: bytes) -> int | None:
-        """Id of the piece with exactly these bytes (binary search over the sorted ids)."""
-        ids, tb, off = self.sorted_ids, self.tb, self.off
-        lo, hi = 0, len(ids)
-        while lo < hi:
-            mid = (lo + hi) >> 1
-            i = ids[mid]
-            if tb[off[i] : off[i + 1]].tobytes() < data:
-                lo = mid + 1
-            else:
-                hi = mid
-        if lo < len(ids) and tb[off[ids[lo]] : off[ids[lo] + 1]] == data:
-            return ids[lo]
-        return None
 
     def _prepare(self):
         """Piece tables for encoding, built once on the first encode."""

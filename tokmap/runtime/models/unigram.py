@@ -16,12 +16,13 @@ never at load; whole pieces are memoised, as in the BPE runtime.
 from __future__ import annotations
 
 from ... import mtok
+from .vocab import VocabFile
 from ...errors import EncodeError
 
 UNK_PENALTY = 10.0
 
 
-class Unigram:
+class Unigram(VocabFile):
     plain_text = True  # vocabulary strings are the tokens' UTF-8 text (no byte-level alphabet)
 
     def __init__(self, f, meta: dict):
@@ -29,9 +30,7 @@ class Unigram:
         self.unk_id = m["unk_id"]
         self.byte_fallback = bool(m["byte_fallback"])
         self.n = m["n_pieces"]
-        self.tb = f.view(mtok.SECTION_TOKEN_BYTES, mtok.U8)
-        self.off = f.view(mtok.SECTION_TOKEN_OFFSETS, mtok.U32)
-        self.sorted_ids = f.view(mtok.SECTION_SORTED_IDS, mtok.U32)
+        super().__init__(f)
         self.scores = f.view(mtok.SECTION_UNIGRAM_SCORES, mtok.F64)
         if len(self.scores) != self.n or len(self.off) < self.n + 1:
             raise ValueError(f"unigram scores hold {len(self.scores)} entries for {self.n} pieces")
@@ -43,10 +42,6 @@ class Unigram:
         self._last = None
 
     # -- vocabulary -------------------------------------------------------------------------
-    def token_bytes(self, i: int) -> bytes:
-        off = self.off
-        return bytes(self.tb[off[i]: off[i + 1]])
-
     def lookup(self, data: bytes) -> int | None:
         """Id of the piece with exactly these bytes (last id for a repeated piece)."""
         if self._ids is None:

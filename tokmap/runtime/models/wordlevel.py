@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .wordpiece import VocabFile
+from .vocab import VocabFile
 
 
 class WordLevel(VocabFile):
