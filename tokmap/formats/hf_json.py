@@ -12,7 +12,7 @@ import json
 import os
 
 from .. import bytelevel
-from ..definition import AddedToken, BPEModel, TokenizerDef, sparse_id_limit
+from ..definition import AddedToken, BPEModel, TokenizerDef
 from ..errors import SourceError, UnsupportedError
 
 BEHAVIORS = {
@@ -135,29 +135,17 @@ def _read_model(ctx, m, byte_level=True) -> BPEModel:
     fuse_unk = ctx.opt(m, "fuse_unk", "model", bool, False)
     if byte_fallback and byte_level:
         ctx.unsupported("model.byte_fallback", "byte_fallback with a ByteLevel pre-tokenizer is not supported yet")
-    vocab_obj = ctx.req(m, "vocab", "model", dict)
-    n = 0
-    for tok, tid in vocab_obj.items():
-        if not isinstance(tid, int) or isinstance(tid, bool) or tid < 0 or tid >= 1 << 31:
-            ctx.fail(f"model.vocab[{tok!r}]", f"id must be a non-negative integer, got {tid!r}")
-        n = max(n, tid + 1)
-    if n > sparse_id_limit(len(vocab_obj)):
-        worst = max(vocab_obj, key=vocab_obj.get)
-        ctx.fail(f"model.vocab[{worst!r}]", f"id {n - 1} is far beyond the {len(vocab_obj)}-token vocabulary "
-                 "(a sparse vocabulary is refused)")
-    vocab: list[bytes | None] = [None] * n
+    from .hf_bert import _vocab
+
+    # Ids are validated (and refused when sparse or shared) once, in the common vocab reader.
+    vocab_obj, utf8 = _vocab(ctx, m)
+    vocab: list[bytes | None] = [None] * len(utf8)
     irregular: dict[str, int] = {}
-    # Later entries win for duplicate ids, as a Rust HashMap<String,u32> -> reverse map would be
-    # ambiguous; a valid file has none, so refuse them.
-    seen_ids: dict[int, str] = {}
     for tok, tid in vocab_obj.items():
-        if tid in seen_ids:
-            ctx.fail(f"model.vocab[{tok!r}]", f"id {tid} is also used by {seen_ids[tid]!r}")
-        seen_ids[tid] = tok
-        b = bytelevel.to_bytes(tok) if byte_level else tok.encode("utf-8", "surrogatepass")
+        b = bytelevel.to_bytes(tok) if byte_level else utf8[tid]
         if b is None:
             irregular[tok] = tid
-            b = tok.encode("utf-8", "surrogatepass")
+            b = utf8[tid]
         vocab[tid] = b
     merges_raw = ctx.req(m, "merges", "model", list)
     pair_rank: dict[tuple[int, int], tuple[int, int]] = {}

@@ -20,7 +20,7 @@ from bisect import bisect_right
 
 from .. import mtok
 from ..errors import FormatError
-from .pretokenizers import apply_behavior, slice_offs
+from .pretokenizers import SpanStep, apply_behavior
 
 
 def _rows(f, blob: int) -> list:
@@ -135,7 +135,7 @@ class Strip:
 _MARK = re.compile("\x01")
 
 
-class CharSplit:
+class CharSplit(SpanStep):
     def __init__(self, f, step):
         self.behavior = step["behavior"]
         self.f, self.blob = f, step["table"]
@@ -155,13 +155,6 @@ class CharSplit:
         if prev != len(text):
             spans.append((prev, len(text), False))
         return apply_behavior(spans, self.behavior)
-
-    def __call__(self, pieces):
-        out = []
-        for text, offs in pieces:
-            for s, e in self.spans(text):
-                out.append((text[s:e], slice_offs(offs, s, e)))
-        return out
 
 
 _CLEANUP = ((" .", "."), (" ?", "?"), (" !", "!"), (" ,", ","), (" ' ", "'"), (" n't", "n't"), (" 'm", "'m"),

@@ -64,7 +64,18 @@ def apply_behavior(spans: list[tuple[int, int, bool]], behavior: str) -> list[tu
     return [(s, e) for s, e in out if s < e]
 
 
-class SplitStep:
+class SpanStep:
+    """A step that cuts each piece into spans of itself (subclasses define `spans(text)`)."""
+
+    def __call__(self, pieces):
+        out = []
+        for text, offs in pieces:
+            for s, e in self.spans(text):
+                out.append((text[s:e], slice_offs(offs, s, e)))
+        return out
+
+
+class SplitStep(SpanStep):
     def __init__(self, f, step: dict):
         self.behavior = step["behavior"]
         self.invert = bool(step["invert"])
@@ -116,13 +127,6 @@ class SplitStep:
         if self.behavior == "isolated" and not self.invert:
             return [(s, e) for s, e, _m in spans if s < e]
         return apply_behavior(spans, self.behavior)
-
-    def __call__(self, pieces):
-        out = []
-        for text, offs in pieces:
-            for s, e in self.spans(text):
-                out.append((text[s:e], slice_offs(offs, s, e)))
-        return out
 
 
 class PrefixSpaceStep:
