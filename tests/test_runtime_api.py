@@ -128,3 +128,24 @@ def test_user_errors_are_not_reported_as_corruption(gpt2):
         with pytest.raises(tokmap.ArgumentError) as e:
             call()
         assert isinstance(e.value, TypeError) and not isinstance(e.value, tokmap.FormatError)
+
+
+def test_normalization_tables_only_when_needed(exported, testdata, tmp_path):
+    """No normalizer: no normalization table in the file. NFKC: exactly NFKC's tables. inspect says so."""
+    from tokmap.exporter.norm_tables import build_norm_blob
+
+    llama3 = tokmap.load(exported("llama3"))
+    assert llama3.meta["normalizer"] == []
+    used = {s[k] for s in llama3.meta["pre_tokenizer"] for k in ("class_index", "class_blocks") if k in s}
+    blobs = {sid - mtok.BLOB_BASE for sid in llama3._f.sections if sid >= mtok.BLOB_BASE}
+    assert blobs == used  # every blob belongs to the split pattern; none to normalization
+    out = tmp_path / "wl.mtok"
+    tokmap.export(testdata / "models" / "botchan-wordlevel" / "tokenizer.json", out)
+    wl = tokmap.load(out)
+    (step,) = [s for s in wl.meta["normalizer"] if s["type"] == "unicode"]
+    assert step["form"] == "NFKC"
+    assert bytes(wl._f.view(mtok.BLOB_BASE + step["tables"])) == build_norm_blob({"NFKC"})
+    r = CliRunner().invoke(cli.main, ["inspect", str(out)])
+    assert "NFKC" in r.output and "9.0.0" in r.output
+    r = CliRunner().invoke(cli.main, ["inspect", str(exported("llama3"))])
+    assert "normalizer: none (no normalization tables)" in r.output

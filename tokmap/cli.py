@@ -64,17 +64,25 @@ def inspect(path):
     for s in f.describe():
         click.echo(f"{s['name']:<16}{s['dtype']:<6}{s['offset']:>12,}{s['length']:>12,}  {s['crc32']}")
     m = tok.meta
-    click.echo("normalizer: " + (", ".join(f"{s['type']}:{s.get('form', '')} (Unicode {s.get('unicode_version')} "
-                                           f"tables in blob{s['tables']})" if "tables" in s else s["type"]
-                                           for s in m["normalizer"]) or "none (no tables)"))
-    for s in m["pre_tokenizer"]:
-        desc = s["type"]
-        if s["type"] == "split":
-            desc += f" {s['behavior']}{' inverted' if s['invert'] else ''}: " + (
-                repr(s["literal"]) if "literal" in s else f"regex over classes (Unicode {s['unicode_version']})")
-        click.echo("pre-tokenizer: " + desc)
-    click.echo("post-processor: " + (", ".join(s["type"] for s in m["post_processor"]) or "none"))
-    click.echo("decoder: " + (", ".join(s["type"] for s in m["decoder"]) or "none"))
+    sizes = {s["name"]: s["length"] for s in f.describe()}
+
+    def describe(step):
+        """A step's type and options, and which embedded table (blob) it uses, of what size and data version."""
+        blobs = [(k, v) for k, v in step.items() if k in ("table", "tables", "class_index", "class_blocks")
+                 and isinstance(v, int)]
+        opts = {k: v for k, v in step.items() if k not in ("type", "unicode_version", "regex") and (k, v) not in blobs}
+        text = step["type"] + (f" {json.dumps(opts, ensure_ascii=False)}" if opts else "")
+        if blobs:
+            names = ", ".join(f"blob{v} ({sizes.get(f'blob{v}', 0):,} bytes)" for _k, v in blobs)
+            text += f" -> tables {names}, data {step.get('unicode_version', '?')}"
+        return text
+
+    for key in ("normalizer", "pre_tokenizer", "post_processor", "decoder"):
+        steps = m[key]
+        if not steps:
+            click.echo(f"{key}: none" + (" (no normalization tables)" if key == "normalizer" else ""))
+        for step in steps:
+            click.echo(f"{key}: {describe(step)}")
     click.echo(f"added tokens: {m['n_added']}; chat template: {'yes' if tok.chat_template else 'no'}")
 
 
