@@ -24,8 +24,9 @@ run: $(VENV)/.installed
 	$(VENV)/bin/tok-export testdata/gpt2.tiktoken -o out/gpt2.mtok
 	$(VENV)/bin/tokmap encode out/gpt2.mtok "$(SAMPLE)" --timing
 
+# Both cores: the conformance suite runs every real model over every corpus.
 test: $(VENV)/.installed
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n auto
 
 bench: $(VENV)/.bench-installed
 	RAYON_NUM_THREADS=1 $(PY) bench/run.py
