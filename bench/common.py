@@ -57,14 +57,30 @@ QUICK_CORPORA = ["en", "code"]
 
 @dataclass(frozen=True)
 class Model:
-    """One tokenizer source file. kind: "hf" (tokenizer.json), "tiktoken" or "tekken"."""
+    """One tokenizer source file. kind: "hf" (tokenizer.json), "tiktoken", "tekken" or "spm"
+    (SentencePiece .model). no_trunc: the tokenizer.json sets truncation/padding; every library then
+    reads a copy with both set to null (bench/out/<name>.notrunc.json), since tokmap has no switch to
+    turn them off at run time (tokenizers/tokie would call no_truncation()/no_padding() anyway)."""
     name: str
     kind: str
     relpath: str
     encoding: str | None = None  # tiktoken encoding name (pattern + specials live in code)
+    no_trunc: bool = False
 
     def source(self, td: Path) -> Path:
-        return td / self.relpath
+        src = td / self.relpath
+        if not self.no_trunc:
+            return src
+        import json
+        dst = OUT / f"{self.name}.notrunc.json"
+        doc = json.loads(src.read_text(encoding="utf-8"))
+        doc["truncation"] = None
+        doc["padding"] = None
+        text = json.dumps(doc, ensure_ascii=False)
+        if not dst.exists() or dst.read_text(encoding="utf-8") != text:
+            OUT.mkdir(parents=True, exist_ok=True)
+            dst.write_text(text, encoding="utf-8")
+        return dst
 
 
 MODELS = [
@@ -75,6 +91,14 @@ MODELS = [
     Model("cl100k_base", "tiktoken", "models/tiktoken/cl100k_base.tiktoken", "cl100k_base"),
     Model("o200k_base", "tiktoken", "models/tiktoken/o200k_base.tiktoken", "o200k_base"),
     Model("tekken", "tekken", "models/tekken/tekken_240718.json"),
+    Model("gemma3", "hf", "models/gemma3/tokenizer.json"),
+    Model("llama2", "hf", "models/llama2/tokenizer.json"),
+    Model("minilm", "hf", "models/minilm/tokenizer.json", no_trunc=True),
+    Model("botchan-unigram", "hf", "models/botchan-unigram/tokenizer.json"),
+    Model("botchan-wordlevel", "hf", "models/botchan-wordlevel/tokenizer.json"),
+    Model("mistral-v3", "spm", "models/sentencepiece/mistral-v3.model"),
+    Model("botchan_en_bpe_1000", "spm", "models/sentencepiece/botchan_en_bpe_1000.model"),
+    Model("botchan_en_unigram_1000", "spm", "models/sentencepiece/botchan_en_unigram_1000.model"),
 ]
 MODELS_BY_NAME = {m.name: m for m in MODELS}
 
@@ -122,7 +146,7 @@ def _git_revision() -> str:
     return rev + (" (with uncommitted changes)" if dirty else "")
 
 
-LIBRARIES = ["tokmap", "tokenizers", "tiktoken", "kitoken", "tokie", "mistral-common", "numpy"]
+LIBRARIES = ["tokmap", "tokenizers", "tiktoken", "sentencepiece", "kitoken", "tokie", "mistral-common", "numpy"]
 
 
 def machine_info() -> dict:

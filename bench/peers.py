@@ -9,7 +9,9 @@ an import error, and so that `common.pin_threads()` has run before any of them i
 What "encode" means per source kind, chosen to match tokmap's contract:
   hf        tokenizers `encode(text).ids` (added tokens matched, post-processor applied);
   tiktoken  tiktoken `encode_ordinary(text)` (no special tokens);
-  tekken    mistral-common `Tekkenizer.encode(text, bos=False, eos=False)`.
+  tekken    mistral-common `Tekkenizer.encode(text, bos=False, eos=False)`;
+  spm       sentencepiece `SentencePieceProcessor(model_file=...).encode(text)` (no BOS/EOS), tokmap
+            `encode(text, add_special_tokens=False)`.
 """
 
 from __future__ import annotations
@@ -55,7 +57,7 @@ class Tokmap(Adapter):
     def encode(self, obj, model, text):
         if model.kind == "tiktoken":
             return obj.encode_ordinary(text)
-        if model.kind == "tekken":
+        if model.kind in ("tekken", "spm"):
             return obj.encode(text, add_special_tokens=False)
         return obj.encode(text)
 
@@ -112,6 +114,21 @@ class MistralCommon(Adapter):
         return obj.encode(text, bos=False, eos=False)
 
 
+class SentencePiece(Adapter):
+    """sentencepiece's SentencePieceProcessor on the .model file (no BOS/EOS: encode(text))."""
+    name, dist = "sentencepiece", "sentencepiece"
+
+    def unsupported(self, model):
+        return None if model.kind == "spm" else "reads SentencePiece .model only"
+
+    def load(self, path, model):
+        import sentencepiece as spm
+        return spm.SentencePieceProcessor(model_file=str(path))
+
+    def encode(self, obj, model, text):
+        return obj.encode(text)
+
+
 class Kitoken(Adapter):
     """kitoken, converted once from the source and then loaded from its own binary .kit file."""
     name, dist = "kitoken", "kitoken"
@@ -119,7 +136,7 @@ class Kitoken(Adapter):
     def prepare(self, model, td):
         from kitoken import Kitoken as K
         convert = {"hf": K.from_tokenizers_file, "tiktoken": K.from_tiktoken_file,
-                   "tekken": K.from_tekken_file}[model.kind]
+                   "tekken": K.from_tekken_file, "spm": K.from_sentencepiece_file}[model.kind]
         dst = OUT / f"{model.name}.kit"
         t0 = time.perf_counter()
         convert(str(model.source(td))).to_file(str(dst))
@@ -131,7 +148,7 @@ class Kitoken(Adapter):
 
     def encode(self, obj, model, text):
         # tokenizer.json: tokenizers matches added/special tokens in the text, so let kitoken do too;
-        # tiktoken encode_ordinary and Tekken never do.
+        # tiktoken encode_ordinary, Tekken and sentencepiece encode(text) never do.
         return obj.encode(text, model.kind == "hf")
 
 
@@ -141,7 +158,8 @@ class Tokie(Adapter):
 
     def unsupported(self, model):
         if model.kind != "hf":
-            return "tokie's Python API reads tokenizer.json and .tkz only (no .tiktoken / Tekken loader)"
+            return ("tokie's Python API reads tokenizer.json and .tkz only "
+                    "(no .tiktoken / Tekken / SentencePiece .model loader)")
         return None
 
     def prepare(self, model, td):
@@ -163,8 +181,8 @@ class Tokie(Adapter):
 
 
 # Column order in every table: tokmap, then the format's reference library, then the other peers.
-ADAPTERS = [Tokmap(), Tokenizers(), Tiktoken(), MistralCommon(), Kitoken(), Tokie()]
-REFERENCE = {"hf": "tokenizers", "tiktoken": "tiktoken", "tekken": "mistral-common"}
+ADAPTERS = [Tokmap(), Tokenizers(), Tiktoken(), MistralCommon(), SentencePiece(), Kitoken(), Tokie()]
+REFERENCE = {"hf": "tokenizers", "tiktoken": "tiktoken", "tekken": "mistral-common", "spm": "sentencepiece"}
 
 
 def adapters_for(model: Model) -> list[Adapter]:

@@ -16,6 +16,7 @@ import common
 MiB = 1 << 20
 SLOTS = ["tokmap", "reference", "kitoken", "tokie"]
 COLORS = {"tokmap": "#d62728", "tokenizers": "#1f77b4", "tiktoken": "#17becf", "mistral-common": "#9467bd",
+          "sentencepiece": "#8c564b",
           "kitoken": "#2ca02c", "tokie": "#ff7f0e"}
 
 
@@ -81,13 +82,23 @@ def warm_geomean(model: dict, lib: str, key: str = "warm_mibs"):
 
 # -- markdown --------------------------------------------------------------------------------------
 
+def _run_col(results: dict) -> tuple[str, str]:
+    """Header and separator of the 'run' column, present only for a merged report (bench/merge.py)."""
+    return (" run |", " --- |") if results.get("runs") else ("", "")
+
+
+def _run_cell(m: dict) -> str:
+    return f" {m['run']} |" if "run" in m else ""
+
+
 def _summary_tables(results: dict) -> list[str]:
     models = results["models"]
+    rh, rs = _run_col(results)
     lines = ["## Summary", "",
              "Load time, in-process, median (ms; lower is better). In brackets: tokmap / peer "
              "(below 1× = tokmap loads faster).", "",
-             "| model | source | tokmap | reference library | kitoken (.kit) | tokie (.tkz) |",
-             "| --- | --- | ---: | ---: | ---: | ---: |"]
+             "| model | source |" + rh + " tokmap | reference library | kitoken (.kit) | tokie (.tkz) |",
+             "| --- | --- |" + rs + " ---: | ---: | ---: | ---: |"]
     for m in models:
         tm = _lib(m, "tokmap")
         tm_ms = tm["load_ms"] if tm and tm.get("status") == "ok" else None
@@ -103,12 +114,12 @@ def _summary_tables(results: dict) -> list[str]:
             if slot != "tokmap" and tm_ms:
                 cell += f" ({fmt_ratio(tm_ms / lib['load_ms'])})"
             cells.append(cell)
-        lines.append(f"| {m['name']} | {m['kind']} | " + " | ".join(cells) + " |")
+        lines.append(f"| {m['name']} | {m['kind']} |{_run_cell(m)} " + " | ".join(cells) + " |")
     for key, title in (("warm_mibs", "Warm"), ("cold_mibs", "Cold")):
         lines += ["", f"{title} encode throughput, geometric mean over the corpora (MiB/s; higher is better). "
                   "In brackets: tokmap / peer (above 1× = tokmap faster).", "",
-                  "| model | tokmap | reference library | kitoken | tokie |",
-                  "| --- | ---: | ---: | ---: | ---: |"]
+                  "| model |" + rh + " tokmap | reference library | kitoken | tokie |",
+                  "| --- |" + rs + " ---: | ---: | ---: | ---: |"]
         for m in models:
             tm = warm_geomean(m, "tokmap", key)
             cells = []
@@ -125,12 +136,13 @@ def _summary_tables(results: dict) -> list[str]:
                 if slot != "tokmap" and tm:
                     cell += f" ({fmt_ratio(tm / g)})"
                 cells.append(cell)
-            lines.append(f"| {m['name']} | " + " | ".join(cells) + " |")
+            lines.append(f"| {m['name']} |{_run_cell(m)} " + " | ".join(cells) + " |")
     return lines
 
 
 def _model_section(m: dict) -> list[str]:
-    kind_label = {"hf": "tokenizer.json", "tiktoken": ".tiktoken", "tekken": "Tekken json"}[m["kind"]]
+    kind_label = {"hf": "tokenizer.json", "tiktoken": ".tiktoken", "tekken": "Tekken json",
+                  "spm": "SentencePiece .model"}[m["kind"]]
     lines = [f"### {m['name']} — {kind_label} (`{m['source']}`)", "",
              "| library | loads | file size | one-time convert (s) | load ms (median) | tokmap/peer load "
              "| load + encode('Hello world') ms | tokmap/peer |",
@@ -138,6 +150,10 @@ def _model_section(m: dict) -> list[str]:
     tm = _lib(m, "tokmap")
     tm_ok = tm and tm.get("status") == "ok"
     notes = []
+    if m.get("run_label"):
+        lines[1:1] = ["", f"From {m['run_label']}."]
+    if m.get("source_note"):
+        lines[1:1] = ["", m["source_note"]]
     for lib in m["libs"]:
         name = f"{lib['lib']} {lib['version']}"
         if lib.get("status") != "ok":
@@ -172,6 +188,11 @@ def _model_section(m: dict) -> list[str]:
                 rw = fmt_ratio(tmr["warm_mibs"] / r["warm_mibs"]) if tmr else "—"
                 if r.get("ids_equal") is False:
                     notes.append(f"{c['corpus']} / {r['lib']}: ids differ from tokmap's — {r['diff']}")
+            if max(r["cold_s"], r["warm_s"]) > m.get("max_measure_s", float("inf")):
+                notes.append(f"{c['corpus']} / {r['lib']}: one call took {max(r['cold_s'], r['warm_s']):.0f} s "
+                             f"(cold {r['cold_s']:.0f} s, warm {r['warm_s']:.0f} s), above the "
+                             f"{m['max_measure_s']:.0f} s budget: the prefix rule predicts from tokmap's speed "
+                             f"only, so a peer slower than tokmap still encodes the whole document")
             if not r.get("stable", True):
                 notes.append(f"{c['corpus']} / {r['lib']}: second call gave different ids from the first")
             lines.append(f"| {first[0]} | {first[1]} | {r['lib']} | {fmt_rate(r['cold_mibs'])} | "
@@ -189,9 +210,22 @@ def render_markdown(results: dict, chart_rel: str | None) -> str:
              "`encode_ordinary`, one whole document per call). Produced by `make bench` "
              "(`RAYON_NUM_THREADS=1 python bench/run.py`); what each number means is in "
              "[bench/README.md](bench/README.md).", "",
-             "## Machine", "", common.machine_markdown(results["machine"]), "",
-             f"Models: {', '.join(cfg['models'])}. Corpora: {', '.join(cfg['corpora'])} "
-             f"(`{results['testdata']}/corpus`). Whole run: {results['elapsed_s'] / 60:.1f} min.", ""]
+             "## Machine", ""]
+    if results.get("runs"):
+        lines += ["This file merges separate runs of `bench/run.py` (by `bench/merge.py`); the `run` column "
+                  "of the summary tables and the first line of each per-model section say which run a "
+                  "model's numbers come from. Runs on different dates or under different machine load are "
+                  "less comparable with each other than rows of one run.", ""]
+        for i, r in enumerate(results["runs"], 1):
+            rc = r["config"]
+            lines += [f"### Run {i}: {', '.join(rc['models'])}", "", common.machine_markdown(r["machine"]),
+                      f"- Corpora: {', '.join(rc['corpora'])} (`{r['testdata']}/corpus`). "
+                      f"Whole run: {r['elapsed_s'] / 60:.1f} min." + (f" {r['note']}" if r.get("note") else ""),
+                      ""]
+    else:
+        lines += [common.machine_markdown(results["machine"]), "",
+                  f"Models: {', '.join(cfg['models'])}. Corpora: {', '.join(cfg['corpora'])} "
+                  f"(`{results['testdata']}/corpus`). Whole run: {results['elapsed_s'] / 60:.1f} min.", ""]
     if chart_rel:
         lines += [f"![load time and throughput]({chart_rel})", ""]
     lines += _summary_tables(results)
@@ -204,6 +238,8 @@ def render_markdown(results: dict, chart_rel: str | None) -> str:
               "call on the same object with the same text. `ids equal` compares the peer's ids with "
               "tokmap's on the same input.", ""]
     for m in results["models"]:
+        cfg_m = next((r["config"] for r in results.get("runs", []) if m["name"] in r["config"]["models"]), cfg)
+        m = m | {"max_measure_s": cfg_m.get("max_measure_s", float("inf"))}
         lines += _model_section(m)
     return "\n".join(lines) + "\n"
 
@@ -239,7 +275,10 @@ def write_chart(results: dict, path: Path) -> bool:
                lambda m, lib: warm_geomean(m, lib, "cold_mibs")),
               ("Warm encode, MiB/s (geomean over corpora, log; higher is better)",
                lambda m, lib: warm_geomean(m, lib, "warm_mibs"))]
-    fig, axes = plt.subplots(1, 3, figsize=(17, 5.2))
+    if len(models) <= 8:
+        fig, axes = plt.subplots(1, 3, figsize=(17, 5.2))
+    else:  # many models: one panel per row
+        fig, axes = plt.subplots(3, 1, figsize=(max(14, 0.95 * len(models)), 14))
     width = 0.2
     used = set()
     for ax, (title, getter) in zip(axes, panels):
@@ -266,9 +305,11 @@ def write_chart(results: dict, path: Path) -> bool:
     handles = [Patch(color=COLORS[k], label=k) for k in COLORS if k in used]
     fig.legend(handles=handles, loc="upper center", ncol=len(handles), frameon=False)
     info = results["machine"]
-    fig.text(0.5, 0.005, f"{info['cpu']}, single thread, Python {info['python'].split()[-1]}, {info['date']}",
+    when = info["date"] if not results.get("runs") else \
+        "runs of " + " and ".join(r["machine"]["date"] for r in results["runs"]) + " (see BENCHMARKS.md)"
+    fig.text(0.5, 0.005, f"{info['cpu']}, single thread, Python {info['python'].split()[-1]}, {when}",
              ha="center", fontsize=8, color="#555")
-    fig.tight_layout(rect=(0, 0.03, 1, 0.92))
+    fig.tight_layout(rect=(0, 0.03, 1, 0.92 if len(models) <= 8 else 0.965))
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)
     plt.close(fig)

@@ -1,4 +1,4 @@
-"""Benchmark runner: tokmap against tokenizers, tiktoken, mistral-common, kitoken and tokie, in one process.
+"""Benchmark runner: tokmap against tokenizers, tiktoken, mistral-common, sentencepiece, kitoken and tokie, in one process.
 
     RAYON_NUM_THREADS=1 python bench/run.py [--models llama3,gpt2] [--corpora en,code] [--quick]
                                             [--out BENCHMARKS.md] [--chart bench/bench.png]
@@ -153,6 +153,11 @@ def bench_model(model, td: Path, corpora: list[str], texts: dict[str, str], args
     _log(f"== {model.name} ({model.kind}: {model.relpath})")
     res = {"name": model.name, "kind": model.kind, "source": model.relpath,
            "reference": REFERENCE[model.kind], "libs": [], "corpora": []}
+    if model.no_trunc:
+        res["source_note"] = (f"`{model.relpath}` sets truncation/padding; every library here reads "
+                              f"`bench/out/{model.name}.notrunc.json`, a copy with both set to null (tokmap "
+                              f"applies the file's truncation/padding in encode() and has no switch to turn "
+                              f"them off; tokenizers and tokie also get no_truncation()/no_padding()).")
     adapters = adapters_for(model)
     ready = []  # (adapter, path)
     for a in adapters:
