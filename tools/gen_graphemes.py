@@ -25,7 +25,8 @@ import sys
 
 CATS = ["Any", "CR", "Control", "Extend", "Extended_Pictographic", "InCB_Consonant", "L", "LF", "LV", "LVT",
         "Prepend", "Regional_Indicator", "SpacingMark", "T", "V", "ZWJ"]
-MIRROR = "/work/.mirror/unicode-rs+unicode-segmentation/repo"
+# A git clone of unicode-rs/unicode-segmentation (the tag the pinned tokenizers uses).
+MIRROR = os.environ.get("UNICODE_SEGMENTATION_GIT", "/work/.mirror/unicode-rs+unicode-segmentation/repo")
 CH = r"'\\u\{([0-9a-fA-F]+)\}'"
 
 

@@ -20,7 +20,8 @@ import re
 import subprocess
 import sys
 
-MIRROR = "/work/.mirror/huggingface+tokenizers/repo"
+# A git clone of huggingface/tokenizers (read at the pinned tag).
+MIRROR = os.environ.get("TOKENIZERS_GIT", "/work/.mirror/huggingface+tokenizers/repo")
 TAG = "v0.23.1"
 REL = "tokenizers/src/pre_tokenizers/unicode_scripts/scripts.rs"
 ARM = re.compile(r"^\s*0x([0-9A-Fa-f]+)(?:\.\.=0x([0-9A-Fa-f]+))?\s*=>\s*Script::(\w+)\s*,")
