@@ -98,3 +98,18 @@ def corpus(testdata):
         return p.read_text(encoding="utf-8")
 
     return read
+
+
+def export_variant(doc: dict, tmp_path: pathlib.Path, name: str = "variant"):
+    """Write an edited tokenizer.json, and return (tokenizers' Tokenizer, tokmap's) built from it."""
+    import json
+
+    import tokenizers
+
+    import tokmap
+
+    src = tmp_path / f"{name}.json"
+    src.write_text(json.dumps(doc), encoding="utf-8")
+    out = tmp_path / f"{name}.mtok"
+    tokmap.export(src, out)
+    return tokenizers.Tokenizer.from_file(str(src)), tokmap.load(out)

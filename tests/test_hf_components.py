@@ -14,7 +14,7 @@ import pytest
 
 import tokmap
 
-from conftest import model_source
+from conftest import export_variant, model_source
 from gen_strings import generated
 
 N = 600
@@ -32,12 +32,7 @@ def base(testdata):
 def _check(doc, tmp_path, texts, pairs=False, batch=False):
     import tokenizers
 
-    src = tmp_path / "tokenizer.json"
-    src.write_text(json.dumps(doc), encoding="utf-8")
-    ref = tokenizers.Tokenizer.from_file(str(src))
-    out = tmp_path / "t.mtok"
-    tokmap.export(src, out)
-    tok = tokmap.load(out)
+    ref, tok = export_variant(doc, tmp_path)
     bad = []
     for t in texts:
         for special in (True, False):

@@ -17,7 +17,7 @@ import pytest
 
 import tokmap
 
-from conftest import require
+from conftest import export_variant, require
 from gen_strings import generated
 
 _REFUSED = BaseException  # tokenizers raises exceptions or pyo3 PanicException
@@ -62,12 +62,7 @@ def botchan(testdata):
 def _check(doc, tmp_path, texts, name="t"):
     import tokenizers
 
-    src = tmp_path / f"{name}.json"
-    src.write_text(json.dumps(doc), encoding="utf-8")
-    ref = tokenizers.Tokenizer.from_file(str(src))
-    out = tmp_path / f"{name}.mtok"
-    tokmap.export(src, out)
-    tok = tokmap.load(out)
+    ref, tok = export_variant(doc, tmp_path, name)
     bad = []
     for t in texts:
         for special in (True, False):
