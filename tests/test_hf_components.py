@@ -30,8 +30,6 @@ def base(testdata):
 
 
 def _check(doc, tmp_path, texts, pairs=False, batch=False):
-    import tokenizers
-
     ref, tok = export_variant(doc, tmp_path)
     bad = []
     for t in texts:
