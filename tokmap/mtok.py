@@ -65,6 +65,11 @@ SECTION_MERGE_RESULTS = 7  # u32[m]: id of the merged token
 SECTION_ADDED_TOKENS = 8  # JSON list of added tokens (parsed on first use, not at load)
 SECTION_CHAT_TEMPLATE = 9  # UTF-8 text
 SECTION_BYTE_IDS = 10  # u32[256]: id of the single-byte symbol for each byte (NO_ID if none)
+# Byte-level BPE speed-ups, derived from the sections above at export (optional: the runtime
+# computes them itself when absent, at a cost on the first long encode).
+SECTION_MERGE_NONMONO = 16  # u8 bitmap, bit k (LSB first) of merge k in key order: some merge
+#                             using its result as an operand ranks lower (see bpe_batch.py)
+SECTION_UNREACHED = 17  # u32[]: ascending ids of tokens whose own bytes do not merge to them
 # SentencePiece .model sources (ids kept apart from the tokenizer.json models' sections).
 SECTION_SPM_SCORES = 32  # f32[n]: each piece's score, by id
 SECTION_SPM_TYPES = 33  # u8[n]: each piece's SentencePiece type (1 normal .. 6 byte), by id
@@ -83,6 +88,8 @@ SECTION_NAMES = {
     SECTION_ADDED_TOKENS: "added_tokens",
     SECTION_CHAT_TEMPLATE: "chat_template",
     SECTION_BYTE_IDS: "byte_ids",
+    SECTION_MERGE_NONMONO: "merge_nonmono",
+    SECTION_UNREACHED: "unreached",
     SECTION_SPM_SCORES: "spm_scores",
     SECTION_SPM_TYPES: "spm_types",
     SECTION_SPM_CHARSMAP: "spm_charsmap",

@@ -40,11 +40,28 @@ def bpe_sections(d, token_bytes, regular, sections) -> dict:
     sections[mtok.SECTION_MERGE_RANKS] = (mtok.U32, _u32([keys[k][0] for k in ordered]))
     sections[mtok.SECTION_MERGE_RESULTS] = (mtok.U32, _u32([keys[k][1] for k in ordered]))
     meta = {"type": "bpe", "byte_level": m.byte_level, "ignore_merges": m.ignore_merges, "unk_id": m.unk_id}
+    if m.byte_level and ordered:
+        _bpe_aux(sections, token_bytes, regular, byte_ids, ordered, keys)
     if not m.byte_level:  # character-level symbols (SentencePiece-style BPE): see sp_steps
         from .sp_steps import char_bpe_meta
 
         meta.update(char_bpe_meta(d))
     return meta
+
+
+def _bpe_aux(sections, token_bytes, regular, byte_ids, ordered, keys) -> None:
+    import numpy as np
+
+    from ..runtime.models.bpe_batch import BatchMerger
+    from .bpe_aux import nonmono_bitmap, unreached_ids
+
+    k = np.array(ordered, dtype=np.uint64)
+    r = np.array([keys[x][0] for x in ordered], dtype=np.uint32)
+    res = np.array([keys[x][1] for x in ordered], dtype=np.uint32)
+    bitmap = nonmono_bitmap(k, r, res)
+    sections[mtok.SECTION_MERGE_NONMONO] = (mtok.U8, bitmap)
+    merger = BatchMerger(k.tobytes(), r.astype("<u4").tobytes(), res.astype("<u4").tobytes(), bitmap)
+    sections[mtok.SECTION_UNREACHED] = (mtok.U32, _u32(unreached_ids(token_bytes, regular, byte_ids, merger)))
 
 
 def spm_sections(d, token_bytes, regular, sections) -> dict:

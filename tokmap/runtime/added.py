@@ -54,8 +54,12 @@ class Matcher:
         by_first: dict[str, list[str]] = {}
         for content in tokens:
             by_first.setdefault(content[0], []).append(content)
-        for group in by_first.values():
-            group.sort(key=len, reverse=True)
+        # Per first char: the distinct token lengths, longest first (one slice + dict lookup each,
+        # not a startswith per token: Llama 3 has 256 tokens starting with "<"), and the two-char
+        # prefixes, which reject most occurrences of the char in text at once.
+        self.lengths = {c: sorted({len(t) for t in group}, reverse=True) for c, group in by_first.items()}
+        self.prefix2 = {c: None if min(self.lengths[c]) < 2 else frozenset(t[:2] for t in group)
+                        for c, group in by_first.items()}
         self.by_first = by_first
         self.first = re.compile("[" + "".join(map(_class_escape, sorted(by_first))) + "]") if by_first else None
 
@@ -67,9 +71,15 @@ class Matcher:
             if m is None:
                 return None
             p = m.start()
-            for content in self.by_first[text[p]]:
-                if text.startswith(content, p):
-                    return p, p + len(content), self.tokens[content]
+            c = text[p]
+            prefix2 = self.prefix2[c]
+            if prefix2 is None or text[p:p + 2] in prefix2:
+                tokens, room = self.tokens, len(text) - p
+                for n in self.lengths[c]:
+                    if n <= room:
+                        tok = tokens.get(text[p:p + n])
+                        if tok is not None:
+                            return p, p + n, tok
             pos = p + 1
 
     def split(self, text: str) -> list[tuple[AddedToken | None, int, int]]:

@@ -10,13 +10,18 @@ and keeps offsets (original code-point ranges) when asked for them.
 from __future__ import annotations
 
 import re
+from bisect import bisect_right
+from itertools import accumulate, chain
 
 from .. import bytelevel, mtok
 from ..errors import TokmapError
 from . import normalizers, postprocess, pretokenizers
 from .decoders import Decoder
 from .added import Matcher
-from .pretokenizers import expand
+from .pretokenizers import SplitStep, expand
+
+
+_NON_ASCII = re.compile("[^\x00-\x7f]")
 
 
 class UnknownTokenError(TokmapError, KeyError):
@@ -57,6 +62,7 @@ class Pipeline:
                     self.added_decode[a.id] = s
                     self.special_ids.discard(a.id)
         self._special_regex = {}
+        self.fast_split = _fast_split_step(self.pre, model)
 
     # -- stages ---------------------------------------------------------------------------------
     def normalize(self, text: str, want_align: bool = False):
@@ -145,8 +151,66 @@ class Pipeline:
         return ids, offsets
 
     def encode_ids(self, text: str, add_special_tokens: bool) -> list[int]:
-        ids, _ = self.encode_sequence(text, False)
+        if self.fast_split is not None:
+            ids = self._fast_sequence(text)
+        else:
+            ids, _ = self.encode_sequence(text, False)
         return postprocess.add_specials_ids(self.post, ids, add_special_tokens)
+
+    # -- the fast path: one split regex over the whole text, the model over the list of pieces ---
+    def split_fast(self, text: str) -> list[str]:
+        """The pieces of a one-regex pre-tokenizer: findall over the class-translated text, and
+        (when translation changed it) the same-length slices of the original."""
+        step = self.fast_split
+        t = step.translate(text)
+        parts = step.regex.findall(t)
+        if t is text and step.invert:  # Split(invert=True, removed): the matches are the pieces
+            return parts
+        ends = list(accumulate(map(len, parts)))
+        if (ends[-1] if ends else 0) != len(text):  # gaps: the pattern does not cover every char
+            return [text[s:e] for s, e in step.spans(text)]
+        if t is text:
+            return parts
+        extra = len(text.encode("utf-8", "surrogatepass")) - len(text)
+        if extra * 8 < len(parts):
+            # Mostly ASCII: only the pieces holding a translated char differ from the original.
+            for m in _NON_ASCII.finditer(t):
+                k = bisect_right(ends, m.start())
+                e = ends[k]
+                parts[k] = text[e - len(parts[k]):e]
+            return parts
+        return list(map(text.__getitem__, map(slice, chain((0,), ends), ends)))
+
+    def _fast_text(self, text: str, ids: list) -> None:
+        """_units_of_text + the model, for a stretch with no raw-pass added token, ids only."""
+        if self.normalizers:
+            text = self.normalize(text)[0]
+        if self.norm_matcher is None:
+            ids.extend(self.model.encode_pieces(self.split_fast(text)))
+            return
+        for tok, s, e in self.norm_matcher.split(text):
+            if tok is not None:
+                ids.append(tok.id)
+            elif e > s:
+                ids.extend(self.model.encode_pieces(self.split_fast(text[s:e])))
+
+    def _fast_sequence(self, text: str) -> list[int]:
+        ids: list[int] = []
+        if self.raw_matcher is None:
+            self._fast_text(text, ids)
+        else:
+            for tok, s, e in self.raw_matcher.split(text):
+                if tok is not None:
+                    ids.append(tok.id)
+                elif e > s:
+                    self._fast_text(text[s:e], ids)
+        return ids
+
+    def _ordinary_into(self, text: str, base: int, ids: list) -> None:
+        if self.fast_split is not None:
+            ids.extend(self.model.encode_pieces(self.split_fast(text)))
+        else:
+            self.encode_pieces(self.pieces(text, base), ids, None)
 
     def encode_full(self, text: str, pair: str | None, add_special_tokens: bool):
         trunc = self.meta.get("truncation")
@@ -162,7 +226,7 @@ class Pipeline:
 
     def encode_ordinary(self, text: str) -> list[int]:
         ids: list[int] = []
-        self.encode_pieces(self.pieces(text, 0), ids, None)
+        self._ordinary_into(text, 0, ids)
         return ids
 
     def encode_with_specials(self, text: str, allowed: dict[str, int]) -> list[int]:
@@ -178,11 +242,11 @@ class Pipeline:
         prev = 0
         for m in rx.finditer(text):
             if m.start() > prev:
-                self.encode_pieces(self.pieces(text[prev:m.start()], prev), ids, None)
+                self._ordinary_into(text[prev:m.start()], prev, ids)
             ids.append(allowed[m.group()])
             prev = m.end()
         if prev < len(text):
-            self.encode_pieces(self.pieces(text[prev:], prev), ids, None)
+            self._ordinary_into(text[prev:], prev, ids)
         return ids
 
     # -- decoding ---------------------------------------------------------------------------------
@@ -277,6 +341,19 @@ class _WordClass:
 
     def __call__(self, c: str) -> bool:
         return self.step.regex.fullmatch(self.step.translate(c)) is not None
+
+
+def _fast_split_step(pre: list, model):
+    """The SplitStep when the pre-tokenizer is one regex split whose pieces findall gives (kept
+    matches and gaps, or Split(invert, removed): matches only) and the model encodes piece lists."""
+    if len(pre) != 1 or not hasattr(model, "encode_pieces"):
+        return None
+    step = pre[0]
+    if not isinstance(step, SplitStep) or step.index is None or step.regex.groups:
+        return None
+    if (step.behavior, step.invert) in (("isolated", False), ("removed", True)):
+        return step
+    return None
 
 
 def _no_word_class(c: str) -> bool:

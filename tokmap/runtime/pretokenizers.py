@@ -13,7 +13,7 @@ import re
 
 from .. import mtok
 from ..errors import FormatError
-from .charclass import translate_py
+from .charclass import TranslationMemo
 
 NP_THRESHOLD = 1 << 16  # chars; above this numpy's vectorised translation pays for its import
 
@@ -96,6 +96,7 @@ class SplitStep(SpanStep):
                     raise FormatError(f.path, f"{key} table has the wrong size", section=mtok.section_name(sid),
                                       offset=f.sections[sid][1])
             self._np = None
+            self._memo = None
 
     def translate(self, text: str) -> str:
         if self.index is None or text.isascii():
@@ -108,7 +109,10 @@ class SplitStep(SpanStep):
 
                 self._np = (np.frombuffer(self.index, dtype="<u2"), np.frombuffer(self.blocks, dtype=np.uint8))
             return translate_np(text, *self._np)
-        return translate_py(text, self.index, self.blocks)
+        if self._memo is None:
+            # One memo per step: repeated non-ASCII chars become C-level dict hits in str.translate.
+            self._memo = TranslationMemo(self.index, self.blocks)
+        return text.translate(self._memo)
 
     def spans(self, text: str) -> list[tuple[int, int]]:
         if not text:

@@ -11,12 +11,19 @@ from __future__ import annotations
 
 import heapq
 from bisect import bisect_left
+from itertools import accumulate, chain, compress, repeat
+from operator import is_
 
 from ... import mtok
 from .vocab import VocabFile
 
 INF = 1 << 62
 LONG_PIECE = 128  # symbols; above this the heap merge wins over rescanning the list
+BATCH_BYTES = 2048  # misses in one call above this many bytes go to the numpy batch merge
+BATCH_WORD = 256  # bytes; longer pieces are batch-merged one by one while rounds merge in bulk
+SLOW_ROUND = 32  # ... that is, while a round merges at least 1/32 of a long piece's symbols
+CACHE_PIECE = 256  # chars; longer pieces are not remembered
+CACHE_MAX = 1 << 19  # pieces; the cache is emptied when it grows past this
 
 
 class BPE(VocabFile):
@@ -32,6 +39,10 @@ class BPE(VocabFile):
         self.n_keys = len(self.keys)
         self.pair_cache: dict[int, tuple[int, int]] = {}
         self.piece_cache: dict[str, tuple[int, ...]] = {}
+        self._f = f
+        self._batch = None  # BatchMerger, built on the first large miss set
+        self._byte_ids_np = None
+        self._unreached = None  # bytes of tokens merging does not reach (see _encode_many)
 
     # -- merges -------------------------------------------------------------------------------
     def pair(self, left: int, right: int) -> tuple[int, int]:
@@ -64,6 +75,84 @@ class BPE(VocabFile):
         if len(data) <= 64:  # bound the cache by what is worth remembering
             self.piece_cache[text] = out
         return out
+
+    def encode_pieces(self, pieces: list[str]) -> list[int]:
+        """Ids of a list of pieces, concatenated: cache hits cost one C-level dict lookup each."""
+        cache = self.piece_cache
+        hits = list(map(cache.get, pieces))
+        if None in hits:
+            hits = self._fill_misses(pieces, hits)
+        return list(chain.from_iterable(hits))
+
+    def _fill_misses(self, pieces, hits):
+        misses = list(dict.fromkeys(compress(pieces, map(is_, hits, repeat(None)))))
+        nbytes = sum(map(len, misses))
+        if nbytes < BATCH_BYTES:
+            got = dict(zip(misses, map(self.encode_piece, misses)))
+        else:
+            got = dict(zip(misses, self._encode_many(misses)))
+            cache = self.piece_cache
+            if len(cache) > CACHE_MAX:
+                cache.clear()
+            for p, ids in got.items():
+                if len(p) <= CACHE_PIECE:
+                    cache[p] = ids
+        return list(map(got.get, pieces, hits))  # a miss's ids, else the hit itself
+
+    def _encode_many(self, texts: list[str]) -> list[tuple[int, ...]]:
+        """encode_piece over many distinct uncached pieces: one numpy batch merge for the short ones."""
+        if self._batch is None:
+            self._start_batch()
+        datas = [t.encode("utf-8") for t in texts]
+        out: list = [None] * len(texts)
+        short = [k for k, d in enumerate(datas) if 0 < len(d) <= BATCH_WORD]
+        long_ = [k for k, d in enumerate(datas) if len(d) > BATCH_WORD]
+        self._merge_group(short, datas, out, 0)
+        for k in long_:
+            self._merge_group([k], datas, out, SLOW_ROUND)
+        for k, t in enumerate(texts):
+            if out[k] is None:
+                out[k] = self.encode_piece(t)
+        return out
+
+    def _merge_group(self, group, datas, out, min_yield) -> None:
+        """Batch-merge the pieces datas[k] for k in group into out[k] (left None when a byte has
+        no token: the scalar path knows what to do with those)."""
+        import numpy as np
+
+        if not group:
+            return
+        sym = self._byte_ids_np[np.frombuffer(b"".join([datas[k] for k in group]), dtype=np.uint8)]
+        if (sym == mtok.NO_ID).any():
+            return
+        lengths = np.fromiter(map(len, [datas[k] for k in group]), dtype=np.int64, count=len(group))
+        final, counts = self._batch.merge(sym, lengths, self._merge, min_yield)
+        ids = final.tolist()
+        ends = list(accumulate(counts.tolist()))
+        unreached = self._unreached
+        for k, a, b in zip(group, chain((0,), ends), ends):
+            if b - a == 1:
+                out[k] = (ids[a],)
+            else:
+                # A piece that is itself a token is that token (ignore_merges / tiktoken), even
+                # where merging would not reach it.
+                i = self.lookup(datas[k]) if unreached is not None and datas[k] in unreached else None
+                out[k] = (i,) if i is not None else tuple(ids[a:b])
+
+    def _start_batch(self):
+        import numpy as np
+
+        from .bpe_batch import BatchMerger
+
+        f = self._f
+        nonmono = f.view(mtok.SECTION_MERGE_NONMONO, mtok.U8) if f.has(mtok.SECTION_MERGE_NONMONO) else None
+        self._batch = BatchMerger(self.keys, self.ranks, self.results, nonmono)
+        self._byte_ids_np = np.array(self.byte_ids, dtype=np.int64)
+        if self.ignore_merges:
+            if f.has(mtok.SECTION_UNREACHED):
+                self._unreached = {self.token_bytes(i) for i in f.view(mtok.SECTION_UNREACHED, mtok.U32)}
+            else:  # older files: check every multi-token piece against the vocabulary
+                self._unreached = _Everything()
 
     def piece_offsets(self, text: str, toks) -> list[tuple[int, int]]:
         """Code-point span of each token in the piece: from its first byte's char to its last's."""
@@ -158,3 +247,8 @@ class BPE(VocabFile):
                 if r2 != INF:
                     heapq.heappush(heap, (r2, p, ids[p], res, res2))
         return [ids[k] for k in range(n) if alive[k]]
+
+
+class _Everything:
+    def __contains__(self, item) -> bool:
+        return True

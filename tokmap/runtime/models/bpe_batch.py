@@ -1,0 +1,161 @@
+"""Byte-pair merging for many words at once, with numpy (the miss path of the piece cache).
+
+Scalar BPE pays a Python loop step per pair lookup. Here all words of a batch are one flat symbol
+array; a round is a fixed handful of numpy passes that merges, in every unfinished word, its
+lowest-ranked adjacent pair. Only the pairs next to a merge are looked up again (searchsorted on
+the sorted u64 keys), so the lookups total O(merges) and a round costs O(live symbols).
+
+Exactness. tokenizers and tiktoken merge, in each word, the lowest-ranked pair, leftmost first,
+one at a time. A round here takes the word's lowest rank r and merges its leftmost occurrence;
+further (non-overlapping, left to right: "a a a a" -> "aa aa") occurrences of r are merged in the
+same round only when r is *monotone*: every merge that takes r's result as an operand ranks after
+r. Then merging cannot create a pair that outranks the remaining occurrences, so the sequential
+algorithm would take exactly those next. Whether a merge is monotone is decided from the table
+itself (all-splits tables such as cl100k's have about 22% non-monotone merges; qwen3's list none).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+INF = np.int64(1 << 62)
+FINISH_WORDS = 8  # live words at or below which the caller's scalar merge finishes them
+
+
+def nonmono_bitmap(keys: np.ndarray, ranks: np.ndarray, results: np.ndarray) -> bytes:
+    """Bit k (LSB first) set when some merge using merge k's result as an operand ranks lower."""
+    rank = ranks.astype(np.int64)
+    n_ids = int(max(results.max(initial=0), (keys >> np.uint64(32)).max(initial=0),
+                    (keys & np.uint64(0xFFFFFFFF)).max(initial=0))) + 1
+    first_use = np.full(n_ids, INF, dtype=np.int64)
+    np.minimum.at(first_use, (keys >> np.uint64(32)).astype(np.int64), rank)
+    np.minimum.at(first_use, (keys & np.uint64(0xFFFFFFFF)).astype(np.int64), rank)
+    return np.packbits(first_use[results.astype(np.int64)] < rank, bitorder="little").tobytes()
+
+
+class BatchMerger:
+    """Views of one tokenizer's merge table (sorted u64 keys, u32 ranks and results) plus each
+    merge's non-monotone bit: the file's bitmap when it has one, else computed here."""
+
+    def __init__(self, keys, ranks, results, nonmono=None):
+        self.keys = np.frombuffer(keys, dtype="<u8")
+        self.ranks = np.frombuffer(ranks, dtype="<u4")
+        self.results = np.frombuffer(results, dtype="<u4")
+        self.m = len(self.keys)
+        if nonmono is None:  # files written before the bitmap existed
+            nonmono = nonmono_bitmap(self.keys, self.ranks, self.results)
+        self.nonmono = np.unpackbits(np.frombuffer(nonmono, dtype=np.uint8), count=self.m,
+                                     bitorder="little").astype(np.int64)
+
+    def pairs(self, left: np.ndarray, right: np.ndarray):
+        """(2*rank + non-monotone bit, result) for each pair; (INF, -1) where it is no merge.
+        Doubling keeps the order of ranks, and equal ranks (all splits of one token) carry the
+        same bit since they share the result."""
+        q = (left.astype(np.uint64) << np.uint64(32)) | right.astype(np.uint64)
+        inverse = None
+        if len(q) > 1024:
+            # Text repeats pairs: searching the few distinct ones, in order, is several times
+            # faster than random probes into a table of a few MB.
+            q, inverse = np.unique(q, return_inverse=True)
+        idx = np.searchsorted(self.keys, q)
+        np.minimum(idx, self.m - 1, out=idx)
+        found = self.keys[idx] == q
+        rank2 = np.where(found, self.ranks[idx].astype(np.int64) * 2 + self.nonmono[idx], INF)
+        res = np.where(found, self.results[idx].astype(np.int64), -1)
+        if inverse is not None:
+            return rank2[inverse], res[inverse]
+        return rank2, res
+
+    def merge(self, sym: np.ndarray, lengths: np.ndarray, finish=None, min_yield: int = 0
+              ) -> tuple[np.ndarray, np.ndarray]:
+        """Merge every word; sym holds the words' initial symbols back to back (int64), lengths
+        their lengths (all >= 1). Returns (final symbols in word order, final length per word).
+
+        finish(list of symbols) -> merged list, when given, takes over once only a few words are
+        left: a round has a fixed cost of ~20 numpy calls, which a long word's tail of single
+        merges would otherwise pay once per merge. With min_yield > 0 it also takes over as soon as
+        a round merges fewer than 1/min_yield of the live symbols: for a few long words (a 10^6-char
+        piece) the rounds only pay while they merge in bulk ("aaaa", runs of spaces); the rest is
+        the caller's heap merge, O(n log n)."""
+        n_words = len(lengths)
+        wid = np.repeat(np.arange(n_words, dtype=np.int64), lengths)
+        rank2 = np.full(len(sym), INF, dtype=np.int64)
+        res = np.full(len(sym), -1, dtype=np.int64)
+        if len(sym) > 1:
+            same = wid[1:] == wid[:-1]
+            r, s = self.pairs(sym[:-1][same], sym[1:][same])
+            rank2[:-1][same] = r
+            res[:-1][same] = s
+        done_sym, done_wid = [], []
+        while len(sym):
+            first = np.empty(len(wid), dtype=bool)
+            first[0] = True
+            np.not_equal(wid[1:], wid[:-1], out=first[1:])
+            starts = np.flatnonzero(first)
+            wmin = np.minimum.reduceat(rank2, starts)
+            finished = wmin >= INF
+            if finished.any():
+                live_sym = np.repeat(~finished, np.diff(np.append(starts, len(wid))))
+                done_sym.append(sym[~live_sym])
+                done_wid.append(wid[~live_sym])
+                if not live_sym.any():
+                    break
+                sym, wid, rank2, res = sym[live_sym], wid[live_sym], rank2[live_sym], res[live_sym]
+                wmin = wmin[~finished]
+                first = first[live_sym]
+                starts = np.flatnonzero(first)
+            lens = np.diff(np.append(starts, len(wid)))
+            if finish is not None and len(starts) <= FINISH_WORDS:
+                self._finish(sym, wid, starts, lens, finish, done_sym, done_wid)
+                break
+            cand = np.flatnonzero(rank2 == np.repeat(wmin, lens))
+            sel = cand[self._keep(cand, rank2[cand], wid)]
+            if min_yield and len(sel) * min_yield < len(sym):
+                self._finish(sym, wid, starts, lens, finish, done_sym, done_wid)
+                break
+            sym[sel] = res[sel]
+            live = np.ones(len(sym), dtype=bool)
+            live[sel + 1] = False
+            sym, wid, rank2, res = sym[live], wid[live], rank2[live], res[live]
+            new = sel - np.arange(len(sel))
+            # The merged symbol's pairs with its left and right neighbours are new.
+            p = np.concatenate((new - 1, new))
+            p = p[(p >= 0) & (p < len(sym) - 1)]
+            p = p[wid[p] == wid[p + 1]]
+            rank2[new] = INF  # a merged symbol at the end of its word has no right pair
+            res[new] = -1
+            if len(p):
+                rank2[p], res[p] = self.pairs(sym[p], sym[p + 1])
+        if len(done_sym) == 1:
+            out_sym, out_wid = done_sym[0], done_wid[0]
+        else:
+            out_sym, out_wid = np.concatenate(done_sym), np.concatenate(done_wid)
+            order = np.argsort(out_wid, kind="stable")
+            out_sym, out_wid = out_sym[order], out_wid[order]
+        return out_sym, np.bincount(out_wid, minlength=n_words)
+
+    @staticmethod
+    def _finish(sym, wid, starts, lens, finish, done_sym, done_wid) -> None:
+        rows = sym.tolist()
+        for a, n in zip(starts.tolist(), lens.tolist()):
+            tail = finish(rows[a:a + n])
+            done_sym.append(np.array(tail, dtype=np.int64))
+            done_wid.append(np.full(len(tail), wid[a], dtype=np.int64))
+
+    @staticmethod
+    def _keep(cand: np.ndarray, cand_rank2: np.ndarray, wid: np.ndarray) -> np.ndarray:
+        """Which candidates (positions of each word's lowest-rank pair) merge this round."""
+        k = len(cand)
+        if k == 0:
+            return np.zeros(0, dtype=bool)
+        idx = np.arange(k)
+        run_start = np.empty(k, dtype=bool)
+        run_start[0] = True
+        np.not_equal(cand[1:], cand[:-1] + 1, out=run_start[1:])
+        # Overlapping occurrences ("a a a"): every other one from the left of the run.
+        even = ((idx - np.maximum.accumulate(np.where(run_start, idx, 0))) & 1) == 0
+        word_first = np.empty(k, dtype=bool)
+        word_first[0] = True
+        np.not_equal(wid[cand[1:]], wid[cand[:-1]], out=word_first[1:])
+        monotone = (cand_rank2 & 1) == 0
+        return even & (monotone | word_first)
