@@ -105,7 +105,7 @@ class BatchMerger:
                 first = first[live_sym]
                 starts = np.flatnonzero(first)
             lens = np.diff(np.append(starts, len(wid)))
-            if finish is not None and len(starts) <= FINISH_WORDS:
+            if finish is not None and not min_yield and len(starts) <= FINISH_WORDS:
                 self._finish(sym, wid, starts, lens, finish, done_sym, done_wid)
                 break
             cand = np.flatnonzero(rank2 == np.repeat(wmin, lens))
