@@ -94,17 +94,22 @@ class BatchMerger:
             starts = np.flatnonzero(first)
             wmin = np.minimum.reduceat(rank2, starts)
             finished = wmin >= INF
-            if finished.any():
-                live_sym = np.repeat(~finished, np.diff(np.append(starts, len(wid))))
+            n_finished = int(np.count_nonzero(finished))
+            if n_finished == len(starts):
+                done_sym.append(sym)
+                done_wid.append(wid)
+                break
+            if n_finished * 8 >= len(starts):  # worth compacting the finished words away
+                live_sym = np.repeat(~finished, np.diff(starts, append=len(wid)))
                 done_sym.append(sym[~live_sym])
                 done_wid.append(wid[~live_sym])
-                if not live_sym.any():
-                    break
                 sym, wid, rank2, res = sym[live_sym], wid[live_sym], rank2[live_sym], res[live_sym]
                 wmin = wmin[~finished]
                 first = first[live_sym]
                 starts = np.flatnonzero(first)
-            lens = np.diff(np.append(starts, len(wid)))
+            elif n_finished:
+                wmin[finished] = -1  # matches no pair: finished words ride along untouched
+            lens = np.diff(starts, append=len(wid))
             if finish is not None and not min_yield and len(starts) <= FINISH_WORDS:
                 self._finish(sym, wid, starts, lens, finish, done_sym, done_wid)
                 break
@@ -148,6 +153,9 @@ class BatchMerger:
         k = len(cand)
         if k == 0:
             return np.zeros(0, dtype=bool)
+        odd = cand_rank2 & 1
+        if not odd.any() and not (cand[1:] == cand[:-1] + 1).any():
+            return np.ones(k, dtype=bool)  # the usual round: no runs, every merge monotone
         idx = np.arange(k)
         run_start = np.empty(k, dtype=bool)
         run_start[0] = True
@@ -157,5 +165,5 @@ class BatchMerger:
         word_first = np.empty(k, dtype=bool)
         word_first[0] = True
         np.not_equal(wid[cand[1:]], wid[cand[:-1]], out=word_first[1:])
-        monotone = (cand_rank2 & 1) == 0
+        monotone = odd == 0
         return even & (monotone | word_first)

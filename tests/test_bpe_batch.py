@@ -1,0 +1,172 @@
+"""The numpy batch merge (runtime/models/bpe_batch.py) against a plain sequential BPE written here.
+
+The reference is the textbook loop -- merge the lowest-ranked adjacent pair, leftmost first, until
+none is left -- over random merge tables built to be hostile: ranks that are not monotone (a merge
+whose result is an operand of a lower-ranked merge), several pairs sharing one rank and result (as
+tiktoken's all-splits tables do), and words made of runs ("aaaa") where occurrences overlap.
+The real-model side (every id against tokenizers/tiktoken) is tests/test_conformance.py; here the
+two derived sections the batch path reads are checked too: equal to what the runtime would compute,
+optional (a file without them encodes the same), and refused with a FormatError when damaged.
+"""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+
+import tokmap
+from tokmap import mtok
+from tokmap.runtime.models.bpe_batch import BatchMerger, nonmono_bitmap
+from tokmap.runtime.reader import MtokFile
+
+from conftest import testdata_file as _data
+from test_hostile_files import load_error, with_section, write
+
+
+def reference_bpe(word: list[int], table: dict[tuple[int, int], tuple[int, int]]) -> list[int]:
+    word = list(word)
+    while len(word) > 1:
+        best = None
+        for k in range(len(word) - 1):
+            hit = table.get((word[k], word[k + 1]))
+            if hit is not None and (best is None or hit[0] < best[0]):
+                best = (hit[0], k, hit[1])
+        if best is None:
+            break
+        _, k, result = best
+        word[k:k + 2] = [result]
+    return word
+
+
+def random_table(rng: random.Random, n_base: int, n_merges: int, shared_ranks: bool):
+    """Merges over ids 0..n_base-1 and the results they create; ranks shuffled so that many merges
+    are non-monotone; with shared_ranks, consecutive merges to one result share its rank."""
+    table: dict[tuple[int, int], tuple[int, int]] = {}
+    next_id = n_base
+    rank = 0
+    while len(table) < n_merges:
+        left, right = rng.randrange(next_id), rng.randrange(next_id)
+        if (left, right) in table:
+            continue
+        table[(left, right)] = (rank, next_id)
+        if shared_ranks and rng.random() < 0.3:
+            other = (rng.randrange(next_id), rng.randrange(next_id))
+            table.setdefault(other, (rank, next_id))
+        next_id += 1
+        rank += 1
+    ranks = list(range(rank))
+    rng.shuffle(ranks)
+    return {pair: (ranks[r], res) for pair, (r, res) in table.items()}
+
+
+def merger_for(table) -> BatchMerger:
+    keys = sorted(table)
+    packed = np.array([(a << 32) | b for a, b in keys], dtype="<u8")
+    ranks = np.array([table[k][0] for k in keys], dtype="<u4")
+    results = np.array([table[k][1] for k in keys], dtype="<u4")
+    return BatchMerger(packed.tobytes(), ranks.tobytes(), results.tobytes())
+
+
+def run_batch(merger, words, finish=None, min_yield=0):
+    sym = np.array([s for w in words for s in w], dtype=np.int64)
+    final, counts = merger.merge(sym, np.array([len(w) for w in words], dtype=np.int64), finish, min_yield)
+    out, pos = [], 0
+    for c in counts.tolist():
+        out.append(final[pos:pos + c].tolist())
+        pos += c
+    return out
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_batch_merge_equals_sequential_bpe(seed):
+    rng = random.Random(seed)
+    n_base = rng.choice([2, 3, 5, 12])
+    table = random_table(rng, n_base, rng.choice([5, 40, 300]), shared_ranks=seed % 2 == 0)
+    merger = merger_for(table)
+    assert merger.nonmono.any() or len(table) < 10  # the tables do exercise non-monotone merges
+    words = []
+    for _ in range(400):
+        n = rng.choice([1, 2, 3, 5, 8, 20, 60])
+        if rng.random() < 0.3:  # runs of one symbol: overlapping occurrences of one pair
+            words.append([rng.randrange(n_base)] * n)
+        else:
+            words.append([rng.randrange(n_base) for _ in range(n)])
+    expected = [reference_bpe(w, table) for w in words]
+    assert run_batch(merger, words) == expected
+    # The scalar finish (few words left, or a long word's slow rounds) continues from mid-merge.
+    finish = lambda w: reference_bpe(w, table)  # noqa: E731
+    assert run_batch(merger, words, finish) == expected
+    for w, e in zip(words[:40], expected[:40]):
+        assert run_batch(merger, [w], finish, min_yield=4) == [e]
+
+
+def test_batch_merge_on_gpt2_matches_scalar_path():
+    tok = tokmap.load(_gpt2_export())
+    model = tok.model
+    rng = random.Random(7)
+    text = open(_data("corpus/en.txt"), encoding="utf-8").read()[:20000]
+    pieces = list(dict.fromkeys(tok.pipeline.split_fast(text)))
+    pieces += ["".join(rng.choice("ab ") for _ in range(rng.randrange(1, 300))) for _ in range(200)]
+    pieces += ["a" * 1000, " " * 777, "日本語" * 100]
+    batch = model._encode_many(pieces)
+    model.piece_cache.clear()
+    assert batch == [tuple(model._merge(model._symbols(p.encode("utf-8")))) for p in pieces]
+
+
+_EXPORTS: dict[str, str] = {}
+
+
+def _gpt2_export(tmp=None) -> str:
+    if "gpt2" not in _EXPORTS:
+        import tempfile
+
+        out = tempfile.mkdtemp(prefix="tokmap-batch-") + "/gpt2.mtok"
+        tokmap.export(_data("models/tiktoken/gpt2.tiktoken"), out)
+        _EXPORTS["gpt2"] = out
+    return _EXPORTS["gpt2"]
+
+
+def test_derived_sections_equal_runtime_computation():
+    import pathlib
+
+    path = pathlib.Path(_gpt2_export())
+    tok = tokmap.load(path)
+    f, m = tok._f, tok.model
+    stored = bytes(f.view(mtok.SECTION_MERGE_NONMONO, mtok.U8))
+    keys, ranks, results = (np.frombuffer(m.keys, "<u8"), np.frombuffer(m.ranks, "<u4"),
+                            np.frombuffer(m.results, "<u4"))
+    assert stored == nonmono_bitmap(keys, ranks, results)
+    assert np.unpackbits(np.frombuffer(stored, np.uint8)).any()  # gpt2 has non-monotone merges
+    # unreached: exactly the model tokens whose bytes do not merge back to them
+    unreached = set(f.view(mtok.SECTION_UNREACHED, mtok.U32))
+    for i in range(0, 50257, 37):
+        data = m.token_bytes(i)
+        if len(data) > 1:
+            assert (m._merge(m._symbols(data)) != [i]) == (i in unreached)
+
+
+def test_files_without_derived_sections_encode_the_same(tmp_path):
+    import pathlib
+
+    path = pathlib.Path(_gpt2_export())
+    data = with_section(path, mtok.SECTION_MERGE_NONMONO, None)
+    bare = write(tmp_path, data, "no-nonmono.mtok")
+    bare2 = write(tmp_path, with_section(bare, mtok.SECTION_UNREACHED, None), "bare.mtok")
+    text = open(_data("corpus/en.txt"), encoding="utf-8").read()[:60000]
+    expected = tokmap.load(path).encode_ordinary(text)
+    assert tokmap.load(bare).encode_ordinary(text) == expected
+    assert tokmap.load(bare2).encode_ordinary(text) == expected
+
+
+def test_damaged_derived_sections_are_refused(tmp_path):
+    import pathlib
+
+    path = pathlib.Path(_gpt2_export())
+    short = write(tmp_path, with_section(path, mtok.SECTION_MERGE_NONMONO, b"\0" * 3), "short.mtok")
+    load_error(short, "merge_nonmono", MtokFile(short).sections[mtok.SECTION_MERGE_NONMONO][1],
+               match="bitmap must hold")
+    big = np.array([5, 10 ** 9], dtype="<u4").tobytes()
+    bad = write(tmp_path, with_section(path, mtok.SECTION_UNREACHED, big, mtok.U32), "bad.mtok")
+    load_error(bad, "unreached", MtokFile(bad).sections[mtok.SECTION_UNREACHED][1], match="outside the vocabulary")
