@@ -122,11 +122,14 @@ class BPE(VocabFile):
 
         if not group:
             return
-        sym = self._byte_ids_np[np.frombuffer(b"".join([datas[k] for k in group]), dtype=np.uint8)]
+        raw = np.frombuffer(b"".join([datas[k] for k in group]), dtype=np.uint8)
+        sym = self._byte_ids_np[raw]
         if (sym == mtok.NO_ID).any():
             return
         lengths = np.fromiter(map(len, [datas[k] for k in group]), dtype=np.int64, count=len(group))
-        final, counts = self._batch.merge(sym, lengths, self._merge, min_yield)
+        if len(raw) > 4096:
+            self._batch.byte_pair_table(self._byte_ids_np)
+        final, counts = self._batch.merge(sym, lengths, self._merge, min_yield, raw)
         ids = final.tolist()
         ends = list(accumulate(counts.tolist()))
         unreached = self._unreached

@@ -44,6 +44,7 @@ class BatchMerger:
         self.m = len(self.keys)
         if nonmono is None:  # files written before the bitmap existed
             nonmono = nonmono_bitmap(self.keys, self.ranks, self.results)
+        self._byte_pairs = None
         self.nonmono = np.unpackbits(np.frombuffer(nonmono, dtype=np.uint8), count=self.m,
                                      bitorder="little").astype(np.int64)
 
@@ -53,9 +54,9 @@ class BatchMerger:
         same bit since they share the result."""
         q = (left.astype(np.uint64) << np.uint64(32)) | right.astype(np.uint64)
         inverse = None
-        if len(q) > 1024:
-            # Text repeats pairs: searching the few distinct ones, in order, is several times
-            # faster than random probes into a table of a few MB.
+        if len(q) > 4096:
+            # Text repeats pairs: searching the few distinct ones, in order, beats random probes
+            # into a table of a few MB.
             q, inverse = np.unique(q, return_inverse=True)
         idx = np.searchsorted(self.keys, q)
         np.minimum(idx, self.m - 1, out=idx)
@@ -66,8 +67,16 @@ class BatchMerger:
             return rank2[inverse], res[inverse]
         return rank2, res
 
-    def merge(self, sym: np.ndarray, lengths: np.ndarray, finish=None, min_yield: int = 0
-              ) -> tuple[np.ndarray, np.ndarray]:
+    def byte_pair_table(self, byte_ids: np.ndarray):
+        """(2*rank + bit, result) of every pair of single-byte symbols, indexed by b0 << 8 | b1: the
+        first round of byte-level BPE is then a gather, not a search per pair."""
+        if self._byte_pairs is None:
+            codes = np.arange(65536)
+            self._byte_pairs = self.pairs(byte_ids[codes >> 8], byte_ids[codes & 0xFF])
+        return self._byte_pairs
+
+    def merge(self, sym: np.ndarray, lengths: np.ndarray, finish=None, min_yield: int = 0,
+              raw: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
         """Merge every word; sym holds the words' initial symbols back to back (int64), lengths
         their lengths (all >= 1). Returns (final symbols in word order, final length per word).
 
@@ -76,14 +85,20 @@ class BatchMerger:
         merges would otherwise pay once per merge. With min_yield > 0 it also takes over as soon as
         a round merges fewer than 1/min_yield of the live symbols: for a few long words (a 10^6-char
         piece) the rounds only pay while they merge in bulk ("aaaa", runs of spaces); the rest is
-        the caller's heap merge, O(n log n)."""
+        the caller's heap merge, O(n log n). raw: the words' bytes (uint8, sym = byte_ids[raw]),
+        when the symbols are single bytes; their pairs then come from byte_pair_table."""
         n_words = len(lengths)
+        sym = np.array(sym, dtype=np.int64)  # merged in place below: never the caller's array
         wid = np.repeat(np.arange(n_words, dtype=np.int64), lengths)
         rank2 = np.full(len(sym), INF, dtype=np.int64)
         res = np.full(len(sym), -1, dtype=np.int64)
         if len(sym) > 1:
             same = wid[1:] == wid[:-1]
-            r, s = self.pairs(sym[:-1][same], sym[1:][same])
+            if raw is not None and self._byte_pairs is not None:
+                code = (raw[:-1].astype(np.int64) << 8) | raw[1:]
+                r, s = self._byte_pairs[0][code][same], self._byte_pairs[1][code][same]
+            else:
+                r, s = self.pairs(sym[:-1][same], sym[1:][same])
             rank2[:-1][same] = r
             res[:-1][same] = s
         done_sym, done_wid = [], []
