@@ -10,6 +10,7 @@ memoised per tokenizer, as are whole pieces.
 from __future__ import annotations
 
 import heapq
+import sys
 from bisect import bisect_left
 from itertools import accumulate, chain, compress, repeat
 from operator import is_
@@ -19,7 +20,8 @@ from .vocab import VocabFile
 
 INF = 1 << 62
 LONG_PIECE = 128  # symbols; above this the heap merge wins over rescanning the list
-BATCH_BYTES = 2048  # misses in one call above this many bytes go to the numpy batch merge
+BATCH_BYTES = 2048  # misses in one call above this many chars go to the numpy batch merge ...
+BATCH_BYTES_IMPORT = 1 << 14  # ... or above this many while numpy is not imported yet (~110 ms)
 BATCH_WORD = 256  # bytes; longer pieces are batch-merged one by one while rounds merge in bulk
 SLOW_ROUND = 32  # ... that is, while a round merges at least 1/32 of a long piece's symbols
 CACHE_PIECE = 256  # chars; longer pieces are not remembered
@@ -87,7 +89,7 @@ class BPE(VocabFile):
     def _fill_misses(self, pieces, hits):
         misses = list(dict.fromkeys(compress(pieces, map(is_, hits, repeat(None)))))
         nbytes = sum(map(len, misses))
-        if nbytes < BATCH_BYTES:
+        if nbytes < (BATCH_BYTES if "numpy" in sys.modules else BATCH_BYTES_IMPORT):
             got = dict(zip(misses, map(self.encode_piece, misses)))
         else:
             got = dict(zip(misses, self._encode_many(misses)))
