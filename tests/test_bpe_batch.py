@@ -96,7 +96,7 @@ def test_batch_merge_equals_sequential_bpe(seed):
     expected = [reference_bpe(w, table) for w in words]
     assert run_batch(merger, words) == expected
     # The scalar finish (few words left, or a long word's slow rounds) continues from mid-merge.
-    finish = lambda w: reference_bpe(w, table)  # noqa: E731
+    finish = lambda w, ranks=None: reference_bpe(w, table)  # noqa: E731
     assert run_batch(merger, words, finish) == expected
     for w, e in zip(words[:40], expected[:40]):
         assert run_batch(merger, [w], finish, min_yield=4) == [e]

@@ -9,6 +9,7 @@ memoised per tokenizer, as are whole pieces.
 
 from __future__ import annotations
 
+import gc
 import heapq
 import sys
 from bisect import bisect_left
@@ -190,12 +191,14 @@ class BPE(VocabFile):
                 syms = [self.unk_id if s == mtok.NO_ID else s for s in syms]
         return syms
 
-    def _merge(self, ids: list[int]) -> list[int]:
+    def _merge(self, ids: list[int], ranks=None) -> list[int]:
+        """Merge symbols to the end; ranks (optional, from the batch merge): each adjacent
+        pair's rank, negative for none."""
         n = len(ids)
         if n < 2:
             return ids
         if n > LONG_PIECE:
-            return self._merge_heap(ids)
+            return self._merge_heap(ids, ranks)
         pair = self.pair
         ranks, results = [], []
         for k in range(n - 1):
@@ -218,24 +221,42 @@ class BPE(VocabFile):
             if not ranks:
                 return ids
 
-    def _merge_heap(self, ids: list[int]) -> list[int]:
+    def _merge_heap(self, ids: list[int], ranks=None) -> list[int]:
+        # A 10^6-symbol piece keeps millions of heap tuples alive; the cyclic GC would rescan
+        # them on every full collection (superlinear time) though none can be part of a cycle.
+        enabled = gc.isenabled()
+        gc.disable()
+        try:
+            return self._merge_heap_nogc(ids, ranks)
+        finally:
+            if enabled:
+                gc.enable()
+
+    def _merge_heap_nogc(self, ids: list[int], ranks=None) -> list[int]:
+        """Heap of plain ints rank << 32 | position (C-level comparisons; leftmost wins a tie).
+        An entry is stale unless the pair now at its position still has its rank: a pair with
+        an equal rank merges to the same token (ranks are per merge, or per result for tiktoken),
+        so merging it then is what sequential BPE does."""
         n = len(ids)
         pair = self.pair
         nxt = list(range(1, n + 1))
         prv = list(range(-1, n - 1))
         nxt[-1] = -1
         alive = [True] * n
-        heap = []
-        for k in range(n - 1):
-            r, res = pair(ids[k], ids[k + 1])
-            if r != INF:
-                heap.append((r, k, ids[k], ids[k + 1], res))
+        if ranks is None:
+            ranks = [pair(ids[k], ids[k + 1])[0] for k in range(n - 1)]
+        heap = [(r << 32) | k for k, r in enumerate(ranks[:n - 1]) if 0 <= r < INF]
         heapq.heapify(heap)
+        heappop, heappush = heapq.heappop, heapq.heappush
+        low = (1 << 32) - 1
         while heap:
-            r, k, left, right, res = heapq.heappop(heap)
+            key = heappop(heap)
+            k = key & low
             j = nxt[k]
-            # Stale entries: the left symbol died or changed, or its right neighbour changed.
-            if not alive[k] or j < 0 or ids[k] != left or ids[j] != right:
+            if j < 0 or not alive[k]:
+                continue
+            r, res = pair(ids[k], ids[j])
+            if r != key >> 32:
                 continue
             ids[k] = res
             alive[j] = False
@@ -243,14 +264,14 @@ class BPE(VocabFile):
             nxt[k] = nj
             if nj >= 0:
                 prv[nj] = k
-                r2, res2 = pair(res, ids[nj])
-                if r2 != INF:
-                    heapq.heappush(heap, (r2, k, res, ids[nj], res2))
+                r = pair(res, ids[nj])[0]
+                if r != INF:
+                    heappush(heap, (r << 32) | k)
             p = prv[k]
             if p >= 0:
-                r2, res2 = pair(ids[p], res)
-                if r2 != INF:
-                    heapq.heappush(heap, (r2, p, ids[p], res, res2))
+                r = pair(ids[p], res)[0]
+                if r != INF:
+                    heappush(heap, (r << 32) | p)
         return [ids[k] for k in range(n) if alive[k]]
 
 

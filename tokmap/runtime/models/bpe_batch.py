@@ -126,12 +126,12 @@ class BatchMerger:
                 wmin[finished] = -1  # matches no pair: finished words ride along untouched
             lens = np.diff(starts, append=len(wid))
             if finish is not None and not min_yield and len(starts) <= FINISH_WORDS:
-                self._finish(sym, wid, starts, lens, finish, done_sym, done_wid)
+                self._finish(sym, wid, rank2, starts, lens, finish, done_sym, done_wid)
                 break
             cand = np.flatnonzero(rank2 == np.repeat(wmin, lens))
             sel = cand[self._keep(cand, rank2[cand], wid)]
             if min_yield and len(sel) * min_yield < len(sym):
-                self._finish(sym, wid, starts, lens, finish, done_sym, done_wid)
+                self._finish(sym, wid, rank2, starts, lens, finish, done_sym, done_wid)
                 break
             sym[sel] = res[sel]
             live = np.ones(len(sym), dtype=bool)
@@ -155,10 +155,12 @@ class BatchMerger:
         return out_sym, np.bincount(out_wid, minlength=n_words)
 
     @staticmethod
-    def _finish(sym, wid, starts, lens, finish, done_sym, done_wid) -> None:
+    def _finish(sym, wid, rank2, starts, lens, finish, done_sym, done_wid) -> None:
+        """Hand each live word to finish(symbols, pair ranks), the ranks this round already knows."""
         rows = sym.tolist()
+        ranks = np.where(rank2 >= INF, -1, rank2 >> 1).tolist()
         for a, n in zip(starts.tolist(), lens.tolist()):
-            tail = finish(rows[a:a + n])
+            tail = finish(rows[a:a + n], ranks[a:a + n - 1])
             done_sym.append(np.array(tail, dtype=np.int64))
             done_wid.append(np.full(len(tail), wid[a], dtype=np.int64))
 
