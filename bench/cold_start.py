@@ -8,6 +8,10 @@ hyperfine when it is installed (else time.perf_counter around subprocess.run), n
 kitoken .kit) and o200k_base (tokmap .mtok, tiktoken from the .tiktoken file, kitoken .kit).
 Missing converted files are made first (same places as bench/run.py: bench/out/). The table is
 printed and written into BENCHMARKS.md between cold-start markers (replacing an older one).
+
+tokmap's bytecode is compiled first (compileall, as pip does when it installs a wheel; the peers'
+Python parts have theirs in site-packages already). Without it, an environment that sets
+PYTHONDONTWRITEBYTECODE=1 recompiles tokmap's sources in every run, and the table times the compiler.
 """
 
 from __future__ import annotations
@@ -30,6 +34,14 @@ common.pin_threads(one_cpu=False)  # the children run wherever the OS puts them
 from common import MODELS_BY_NAME, OUT, REPO  # noqa: E402
 
 
+def byte_compile() -> None:
+    """Write tokmap's .pyc files into its __pycache__ folders, as a wheel install does."""
+    import compileall
+
+    if not compileall.compile_dir(str(REPO / "tokmap"), quiet=1):
+        raise SystemExit("compileall failed on tokmap/")
+
+
 def _ensure(path: Path, make) -> Path:
     if not path.exists():
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -39,6 +51,7 @@ def _ensure(path: Path, make) -> Path:
 
 def build_commands(td: Path) -> list[tuple[str, str, str]]:
     """(group, label, python source) for each measured command."""
+    byte_compile()  # here, so that every caller times tokmap from bytecode
     import tokmap
     from tokmap.formats.tiktoken import ENCODINGS
     llama = MODELS_BY_NAME["llama3"].source(td)
@@ -123,7 +136,8 @@ def render(rows: list[dict], runs: int, tool: str, machine: dict) -> str:
     floor = next(r["median_ms"] for r in rows if r["group"] == "floor")
     lines = [common.COLD_BEGIN, "## Whole-process cold start", "",
              f"A fresh `python -c \"import LIB; LOAD(file).encode('Hello world')\"`, {runs} runs each with {tool} "
-             "(2 warm-up runs first, so the files are in the page cache: this is process start-up, not disk). "
+             "(2 warm-up runs first, so the files are in the page cache: this is process start-up, not disk; "
+             "tokmap's bytecode compiled beforehand, as a wheel install does). "
              "`above floor` subtracts `python -c pass`; `tokmap/peer` compares those above-floor times "
              "(below 1× = tokmap starts faster). Made by `python bench/cold_start.py` "
              f"on {machine['date']}, {machine['cpu']}.", "",

@@ -40,6 +40,22 @@ def test_import_and_short_encode_stay_stdlib(exported):
     assert out.strip() == "[]"
 
 
+def test_encode_only_process_builds_no_decoder(exported):
+    """The cold path import -> load -> short encode imports neither the decoders nor `array` (an
+    extension module: a dlopen per process); the first decode brings the decoder in."""
+    path = exported("llama3")
+    code = (
+        "import sys, tokmap\n"
+        f"t = tokmap.load({str(path)!r})\n"
+        "t.encode('Hello world'); t.encode('日本語のテキスト ünïcode 👍')\n"
+        "late = ('tokmap.runtime.decoders', 'tokmap.runtime.sp_decoders', 'array')\n"
+        "print([m for m in late if m in sys.modules])\n"
+        "print(t.decode(t.encode('Hello world')), 'tokmap.runtime.decoders' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.splitlines() == ["[]", "Hello world True"]
+
+
 def test_export_is_deterministic(tmp_path):
     a, b = tmp_path / "a.mtok", tmp_path / "b.mtok"
     tokmap.export(GPT2, a)

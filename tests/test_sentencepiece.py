@@ -195,6 +195,32 @@ def test_minimal_model_exports(tmp_path):
     assert tok.encode("ab a", add_special_tokens=False) == [0, 4, 0, 2]  # "▁" is unknown
 
 
+@pytest.mark.parametrize("model_type", [1, 2])  # unigram, bpe
+@pytest.mark.parametrize("extra, cut", [
+    (_piece("x\u2581y", -3), False),    # a mid-piece "▁" after another char: no cutting at "▁"
+    (_piece("\u2581\u2581y", -3), True),  # "▁" only after "▁": cutting stays exact
+    (_piece("u", -5, 4) + _piece("v", -6, 5), False),  # an UNUSED piece: no cutting either
+])
+def test_piece_tables(tmp_path, model_type, extra, cut):
+    """The tables built on the first encode: pieces by string, reserved pieces apart, user-defined
+    symbols, the unknown score (lowest NORMAL score - 10), unigram prefixes, and the cut decision."""
+    p = tmp_path / "m.model"
+    p.write_bytes(_minimal(model_type)[:-len(_field(2, 2, _field(3, 0, _varint(model_type))))] + extra
+                  + _field(2, 2, _field(3, 0, _varint(model_type))))
+    tokmap.export(p, tmp_path / "m.mtok")
+    tok = tokmap.load(tmp_path / "m.mtok")
+    tok.encode("a")
+    m = tok.model
+    assert m.cut is cut
+    assert m.reserved == {"<unk>": 0, "<s>": 1}
+    assert {k: v for k, v in m.pieces.items() if v < 5} == {"a": 2, "b": 3, "ab": 4}
+    assert m.user == ({"u"} if "v" in m.pieces else set())
+    assert m.unk_score == (-13.0 if "x\u2581y" in m.pieces or "\u2581\u2581y" in m.pieces else -12.0)
+    if model_type == 1:
+        assert {"a", "b", "ab"} <= m.prefixes and m.max_len == max(map(len, m.pieces))
+        assert all(w[:k] in m.prefixes for w in m.pieces for k in range(1, len(w) + 1))
+
+
 @pytest.mark.parametrize("mutate", ["truncated", "bad_varint", "wrong_type", "overlong", "no_unk", "empty_piece"])
 def test_malformed(tmp_path, mutate):
     data = _minimal()

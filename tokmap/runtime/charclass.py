@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import codecs
 import sys
-from array import array
 
 __all__ = ["translate_py", "translate_np", "TranslationMemo"]
 
@@ -38,7 +37,10 @@ class TranslationMemo(dict):
         if index.format != "H":
             index = index.cast("B").cast("H")
         if sys.byteorder == "big":
-            # The table is little-endian on disk; 'H' views are native, so swap once here.
+            # The table is little-endian on disk; 'H' views are native, so swap once here. (array is
+            # imported only here: it is an extension module, a dlopen on every little-endian cold start.)
+            from array import array
+
             swapped = array("H", index.tobytes())
             swapped.byteswap()
             index = memoryview(swapped)

@@ -16,7 +16,6 @@ from itertools import accumulate, chain
 from .. import bytelevel, mtok
 from ..errors import TokmapError
 from . import normalizers, postprocess, pretokenizers
-from .decoders import Decoder
 from .added import Matcher
 from .pretokenizers import SplitStep, expand
 
@@ -37,7 +36,7 @@ class Pipeline:
         self.pre = pretokenizers.build(f, meta["pre_tokenizer"])
         self.normalizers = normalizers.build(f, meta["normalizer"])
         self.post = meta["post_processor"]
-        self.decoder = Decoder(meta["decoder"], f) if self.api == "hf" else None
+        self._decoder = None  # built on the first decode: an encode-only process never imports decoders
         self.added = added_tokens
         self.added_by_id = {a.id: a for a in added_tokens}
         self.special_ids = {a.id for a in added_tokens if a.special}
@@ -250,6 +249,14 @@ class Pipeline:
         return ids
 
     # -- decoding ---------------------------------------------------------------------------------
+    @property
+    def decoder(self):
+        if self._decoder is None and self.api == "hf":
+            from .decoders import Decoder
+
+            self._decoder = Decoder(self.meta["decoder"], self.f)
+        return self._decoder
+
     def known(self, i: int) -> bool:
         if not 0 <= i < self.model_vocab_limit():
             return False
