@@ -79,13 +79,16 @@ def worker_main() -> int:
     print(json.dumps({"ready": True}), flush=True)
     for line in sys.stdin:
         req = json.loads(line)
-        key = (req["case"], req["n"])
-        if key not in texts:
-            texts[key] = make_input(*key)
-        text = texts[key]
+        if "file" in req:  # a trial call on (a prefix of) a corpus file: see run.py's peer cap
+            text = Path(req["file"]).read_text(encoding="utf-8")[:req["chars"]]
+        else:
+            key = (req["case"], req["n"])
+            if key not in texts:
+                texts[key] = make_input(*key)
+            text = texts[key]
         times, ids = [], None
         try:
-            for _ in range(3):
+            for _ in range(req.get("repeats", 3)):
                 obj = adapter.load(path, model)
                 adapter.encode(obj, model, "Hello world")
                 t0 = time.perf_counter()
@@ -131,12 +134,15 @@ class Worker:
         return json.loads(line) if line else None
 
     def ask(self, case: str, n: int) -> dict | None:
+        return self.request({"case": case, "n": n}, self.timeout + 30)
+
+    def request(self, req: dict, timeout: float) -> dict | None:
+        """Send one request; None (and the worker killed) when no answer comes within `timeout` s."""
         if self.proc is None:
             self._start()
-        self.proc.stdin.write(json.dumps({"case": case, "n": n}) + "\n")
+        self.proc.stdin.write(json.dumps(req) + "\n")
         self.proc.stdin.flush()
-        # up to 3 fresh loads + calls: allow for the loads on top of the per-call timeout
-        out = self._read(self.timeout + 30)
+        out = self._read(timeout)
         if out is None:
             self.close()
         return out

@@ -1,13 +1,17 @@
 """Benchmark runner: tokmap against tokenizers, tiktoken, mistral-common, sentencepiece, kitoken and tokie, in one process.
 
     RAYON_NUM_THREADS=1 python bench/run.py [--models llama3,gpt2] [--corpora en,code] [--quick]
+                                            [--targets-only] [--parts corpora,short,hostile,cold,batch]
                                             [--out BENCHMARKS.md] [--chart bench/bench.png]
 
 For each model it converts the source where a library has its own format (tokmap .mtok, kitoken
 .kit, tokie .tkz, all under bench/out/), times loads (median of several, in-process), then for each
 corpus times a cold encode (first call on a freshly loaded object) and a warm one (second call on
 that object), and checks each peer's ids against tokmap's. Everything runs single-threaded.
-Results go to BENCHMARKS.md (tables + ratios vs tokmap), bench/bench.png and bench/out/results.json.
+Then the issue-4 parts: hostile input (bench/hostile.py), whole-process cold start (bench/cold_start.py),
+encode_batch with 2 workers (bench/batch.py); short strings run per model. `--targets-only` runs only what
+issue 4's targets name (bench/targets.py). Results go to BENCHMARKS.md (an "Issue-4 targets" section with
+met / not met, then tables + ratios vs tokmap), bench/bench.png and bench/out/results.json.
 See bench/README.md for how to read them.
 """
 
@@ -16,6 +20,7 @@ from __future__ import annotations
 import argparse
 import gc
 import json
+import math
 import statistics
 import sys
 import time
@@ -36,8 +41,9 @@ import targets  # noqa: E402
 MiB = 1 << 20
 HELLO = "Hello world"
 MAX_MEASURE_S = 60.0   # a single timed call longer than this gets a prefix of the corpus instead
-PEER_CAP_S = 30.0      # a peer predicted slower than this for one call is skipped on that corpus
-PROBE_CHARS = 16_384   # per probe slice; four slices spread over the document
+PEER_CAP_S = 30.0      # kitoken/tokie: a corpus whose trial call runs longer than this is skipped for that peer
+CAPPED_PEERS = ("kitoken", "tokie")  # the reference libraries are never skipped
+PROBE_CHARS = 32_768   # longer probe slices (four, plus four of a quarter that length) spread over the document
 
 
 def _now() -> float:
@@ -80,17 +86,29 @@ def measure_load(adapter, path: Path, model, repeats: int, budget_s: float) -> d
 # -- corpus budget ---------------------------------------------------------------------------------
 
 def probe_seconds(adapter, obj, model, text: str) -> float:
-    """Predicted seconds for one call of `adapter` on `text`, from four PROBE_CHARS slices spread over it,
-    encoded by `obj` (whose pipeline is already built)."""
-    nbytes = len(text.encode("utf-8"))
-    step = len(text) // 4
-    slices = [text[i * step:i * step + PROBE_CHARS] for i in range(4)]
-    probe_bytes = sum(len(s.encode("utf-8")) for s in slices)
-    t0 = _now()
-    for s in slices:
-        adapter.encode(obj, model, s)
-    rate = probe_bytes / max(_now() - t0, 1e-9)  # bytes/s
-    return nbytes / rate
+    """Predicted seconds for one call of `adapter` on `text`, encoded by `obj` (pipeline already built).
+
+    Four slices of PROBE_CHARS // 4 and four of PROBE_CHARS characters, spread over the document (at
+    different places, so one size does not warm the caches for the other), give the cost per slice at two
+    lengths. Their ratio is the growth exponent e (a library that is quadratic in the text length, such
+    as kitoken on minilm/wagahai, shows e ≈ 2); below 1.5 it is taken as 1 (noise), above 3 as 3. The
+    prediction is the per-slice time at PROBE_CHARS times (len(text) / PROBE_CHARS) ** e."""
+    n = len(text)
+    step = n // 4
+    small, big = PROBE_CHARS // 4, PROBE_CHARS
+
+    def cost(size: int, shift: int) -> float:
+        slices = [text[i * step + shift:i * step + shift + size] for i in range(4)]
+        t0 = _now()
+        for s in slices:
+            adapter.encode(obj, model, s)
+        return max(_now() - t0, 1e-9) / 4
+
+    t_big = cost(big, 0)
+    t_small = cost(small, step // 2)
+    e = math.log(max(t_big / t_small, 1e-9)) / math.log(big / small)
+    e = 1.0 if e < 1.5 else min(e, 3.0)
+    return t_big * (n / big) ** e
 
 
 def choose_text(text: str, tokmap_adapter, path: Path, model, max_s: float) -> tuple[str, str | None]:
@@ -98,7 +116,7 @@ def choose_text(text: str, tokmap_adapter, path: Path, model, max_s: float) -> t
     comes from a probe on a separate fresh object: pipeline built by one tiny call, then four slices spread
     over the document, so the caches are nearly empty as in a cold call. Returns (text, note or None)."""
     nbytes = len(text.encode("utf-8"))
-    if len(text) <= 8 * PROBE_CHARS:
+    if len(text) <= 4 * PROBE_CHARS:
         return text, None
     obj = tokmap_adapter.load(path, model)
     tokmap_adapter.encode(obj, model, HELLO)
@@ -107,7 +125,7 @@ def choose_text(text: str, tokmap_adapter, path: Path, model, max_s: float) -> t
     target = 0.75 * max_s  # margin: the probe is an estimate
     if predicted <= target:
         return text, None
-    keep_chars = int(len(text) * target / predicted)
+    keep_chars = int(len(text) * target / predicted)  # (as if linear: a superlinear cost only gets cheaper)
     cut = text.rfind("\n", 0, keep_chars)
     if cut > keep_chars // 2:
         keep_chars = cut + 1
@@ -162,8 +180,8 @@ def measure_encode(adapter, path: Path, model, text: str, nbytes: int, tokmap_id
 
 def bench_model(model, td: Path, corpora: list[str], texts: dict[str, str], args, libs=None,
                 prepared: dict | None = None) -> dict:
-    """Loads, then per corpus cold/warm encodes (peers predicted slower than --peer-cap are skipped), then
-    short strings. libs: the libraries to run (None: all for this format). prepared[(model, lib)] gets
+    """Loads, then per corpus cold/warm encodes (kitoken/tokie skipped on a corpus where a trial call takes
+    longer than --peer-cap), then short strings. libs: the libraries to run (None: all for this format). prepared[(model, lib)] gets
     the file each library loaded."""
     _log(f"== {model.name} ({model.kind}: {model.relpath})")
     res = {"name": model.name, "kind": model.kind, "source": model.relpath,
@@ -201,7 +219,7 @@ def bench_model(model, td: Path, corpora: list[str], texts: dict[str, str], args
             if args.verbose:
                 traceback.print_exc()
     tokmap_ready = next(((a, p) for a, p in ready if a.name == "tokmap"), None)
-    probes = {}  # peer name -> object used for cap probes
+    trials = {}  # peer name -> hostile.Worker for the peer cap
     for c in corpora:
         full = texts[c]
         text, note = (choose_text(full, *tokmap_ready, model, args.max_seconds) if tokmap_ready else (full, None))
@@ -211,8 +229,8 @@ def bench_model(model, td: Path, corpora: list[str], texts: dict[str, str], args
         tokmap_ids = None
         for a, path in ready:
             skip = None
-            if a.name != "tokmap" and args.peer_cap and len(text) > 8 * PROBE_CHARS:
-                skip = peer_over_cap(a, path, model, text, args.peer_cap, probes)
+            if a.name in CAPPED_PEERS and args.peer_cap and len(text) > 2 * PROBE_CHARS:
+                skip = peer_over_cap(a, path, model, td / "corpus" / f"{c}.txt", text, args.peer_cap, trials)
             if skip:
                 row = skip
             else:
@@ -223,31 +241,30 @@ def bench_model(model, td: Path, corpora: list[str], texts: dict[str, str], args
         del tokmap_ids
         gc.collect()
         res["corpora"].append(entry)
-    probes.clear()
+    for w in trials.values():
+        w.close()
     if "short" in args.parts:
         res["short"] = bench_short(model, ready)
     return res
 
 
-def peer_over_cap(adapter, path: Path, model, text: str, cap: float, probes: dict) -> dict | None:
-    """A "skipped" row when a probe predicts more than `cap` seconds for one call of this peer, else None.
-    The probe object is loaded once per peer and model (its caches warm up a little over the corpora,
-    which can only lower the prediction)."""
+def peer_over_cap(adapter, path: Path, model, corpus_file: Path, text: str, cap: float, trials: dict) -> dict | None:
+    """A "skipped" row when one call of this peer on `text` does not finish within `cap` seconds, tried in a
+    worker process (bench/hostile.py's, same CPU pin and environment) that is killed at the cap; None when
+    it finishes. Probing slices cannot bound this: kitoken on minilm spends ~2 min on multi although every
+    32K-character slice of it takes under 2 s. One worker per peer and model serves all corpora."""
+    if adapter.name not in trials:
+        trials[adapter.name] = hostile.Worker(adapter.name, model.name, path, cap)
+    t0 = _now()
     try:
-        if adapter.name not in probes:
-            obj = adapter.load(path, model)
-            adapter.encode(obj, model, HELLO)
-            probes[adapter.name] = obj
-        predicted = probe_seconds(adapter, probes[adapter.name], model, text)
-    except (KeyboardInterrupt, SystemExit):
-        raise
-    except BaseException:
-        return None  # let the real measurement report the error
-    if predicted <= cap:
+        out = trials[adapter.name].request({"file": str(corpus_file), "chars": len(text), "repeats": 1}, cap + 10)
+    except (OSError, RuntimeError):
+        return None  # let the real measurement report the problem
+    if out is not None:
         return None
-    _log(f"    {adapter.name:15s} skipped: a probe predicts {predicted:.0f} s per call (> {cap:.0f} s cap)")
-    return {"lib": adapter.name, "status": "skipped", "predicted_s": predicted,
-            "reason": f"skipped, > {cap:.0f} s: a probe on four slices predicts {predicted:.0f} s per call"}
+    _log(f"    {adapter.name:15s} skipped: a trial call did not finish in {_now() - t0:.0f} s (cap {cap:.0f} s)")
+    return {"lib": adapter.name, "status": "skipped", "over_s": cap,
+            "reason": f"skipped, > {cap:.0f} s: a trial call in a worker process was stopped at the cap"}
 
 
 def bench_short(model, ready) -> dict:
@@ -300,7 +317,8 @@ def parse_args(argv=None):
     p.add_argument("--max-seconds", type=float, default=MAX_MEASURE_S,
                    help="encode a prefix of a corpus when one tokmap call is predicted to take longer")
     p.add_argument("--peer-cap", type=float, default=PEER_CAP_S,
-                   help="skip a peer on a corpus when a probe predicts one call takes longer (0: no cap)")
+                   help="kitoken/tokie: skip a corpus when a trial call in a worker process takes longer "
+                        "(0: no cap, no trial)")
     p.add_argument("--hostile-models", default=",".join(m for m, _ in hostile.DEFAULT_PAIRS),
                    help="models for the hostile-input cases (tokmap against the format's reference library)")
     p.add_argument("--hostile-cap", type=float, default=20.0,

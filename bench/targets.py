@@ -123,11 +123,11 @@ def throughput_cells(results: dict, t: Throughput) -> list[dict]:
                     cell["text"] = "not run"
                     continue
                 if pr.get("status") == "skipped":
-                    # the peer was predicted slower than the cap; tokmap's measured time against that estimate
-                    est = pr["predicted_s"] / max(tm[f"{mode}_s"], TINY)
-                    cell.update(ratio=est, ok=est >= t.minimum, estimated=True,
-                                text=f"≈{_ratio(est)} {_verdict(est >= t.minimum)} (est.: {t.peer} skipped, "
-                                     f"predicted {pr['predicted_s']:.0f} s a call)")
+                    # the peer needs more than the cap for one call: tokmap's time gives a lower bound
+                    low = pr["over_s"] / max(tm[f"{mode}_s"], TINY)
+                    cell.update(ratio=low, ok=True if low >= t.minimum else None, bound=True,
+                                text=f"≥ {_ratio(low)} " + ("met" if low >= t.minimum else "(no verdict)") +
+                                     f" ({t.peer} > {pr['over_s']:.0f} s, skipped)")
                     continue
                 if pr.get("status") != "ok":
                     cell["text"] = f"{t.peer} error"
@@ -156,10 +156,10 @@ def _throughput_table(results: dict, t: Throughput) -> list[str]:
             lib = _lib(m, t.peer) if m else None
             if lib and lib.get("status") in ("n/a", "error"):
                 notes.add(f"{name}: {t.peer} cannot read the file — {lib.get('reason', '')}")
-    if any(c.get("estimated") for c in cells):
-        notes.add(f"≈ (est.): {t.peer} was not run on that corpus because a probe on four slices predicted "
-                  f"more than the per-call cap (`--peer-cap`); the ratio divides that prediction by tokmap's "
-                  f"measured time, so it is an estimate, not a measurement.")
+    if any(c.get("bound") for c in cells):
+        notes.add(f"≥: {t.peer} was not measured on that corpus because a trial call did not finish within "
+                  f"the per-call cap (`--peer-cap`); the cap divided by tokmap's measured time is a lower bound "
+                  f"of the ratio.")
     if notes:
         lines += [""] + [f"- {n}" for n in sorted(notes)]
     return lines + [""]
@@ -178,7 +178,7 @@ def _throughput_summary(results: dict, t: Throughput) -> tuple[str, str, str]:
     if na:
         fig += f"; {na} n/a (peer cannot read the file)"
     if missing:
-        fig += f"; {missing} not run"
+        fig += f"; {missing} without a verdict (not run, or skipped)"
     return (f"Encode {t.title}", f"≥ {t.minimum:g}× per cell, cold and warm", fig, _overall(judged, missing))
 
 
