@@ -312,7 +312,7 @@ def _short_table(results: dict) -> list[str]:
         bl = tm["by_lang_us"]
         lines.append(f"| {m['name']} | {tm['median_us']:.1f} | {_verdict(tm['median_us'] <= SHORT_MAX_US)} | "
                      f"{' / '.join(f'{bl[k]:.1f}' for k in ('en', 'zh', 'code') if k in bl)} | "
-                     f"{tm['max_us']:.1f} | " + " | ".join(cells) + " |")
+                     f"{tm['max_us']:.1f} (`{tm['max_sentence'][:24].replace('|', '¦')}`) | " + " | ".join(cells) + " |")
     if notes:
         lines += ["", "Notes (ids differ from tokmap's on some sentences):", ""] + [f"- {n}" for n in notes]
     return lines + [""]
