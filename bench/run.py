@@ -307,8 +307,9 @@ def parse_args(argv=None):
                    help="only what issue 4's targets need: their models, tokmap + the peer each target names, "
                         "their corpora, plus hostile input, short strings, cold start and encode_batch; unless "
                         "--out/--chart are given, writes to bench/out/BENCHMARKS-targets.md")
-    p.add_argument("--parts", default=",".join(PARTS),
-                   help="comma-separated, from: " + ", ".join(PARTS) + " (corpora = loads + cold/warm encodes)")
+    p.add_argument("--parts", default=None,
+                   help="comma-separated, from: " + ", ".join(PARTS) + " (corpora = loads + cold/warm encodes; "
+                        "default: all, with --quick: corpora,short)")
     p.add_argument("--out", default=None, help="markdown report (default: BENCHMARKS.md at the repo root)")
     p.add_argument("--chart", default=None, help="PNG chart (default: bench/bench.png)")
     p.add_argument("--load-repeats", type=int, default=7, help="loads per library and model (median)")
@@ -332,6 +333,8 @@ def parse_args(argv=None):
     p.add_argument("--batch-model", default="llama3")
     p.add_argument("-v", "--verbose", action="store_true")
     args = p.parse_args(argv)
+    if args.parts is None:
+        args.parts = "corpora,short" if args.quick else ",".join(PARTS)
     args.parts = [x.strip() for x in args.parts.split(",") if x.strip()]
     bad = [x for x in args.parts if x not in PARTS]
     if bad:
