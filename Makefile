@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 SAMPLE ?= Hello, world! tokmap maps a tokenizer file and encodes this sentence.
 
-.PHONY: run test bench venv clean
+.PHONY: run test bench bench-targets venv clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -30,6 +30,10 @@ test: $(VENV)/.installed
 
 bench: $(VENV)/.bench-installed
 	RAYON_NUM_THREADS=1 $(PY) bench/run.py
+
+# Only what issue 4's targets need (writes bench/out/BENCHMARKS-targets.md, not BENCHMARKS.md).
+bench-targets: $(VENV)/.bench-installed
+	RAYON_NUM_THREADS=1 $(PY) bench/run.py --targets-only
 
 clean:
 	rm -rf out .pytest_cache

@@ -1,17 +1,14 @@
 """Whole-process cold start: a new Python that imports a library, loads a tokenizer and encodes one word.
 
-    python bench/cold_start.py [--runs 20] [--out BENCHMARKS.md] [--no-write]
+    python bench/cold_start.py [--runs 20] [--groups llama3,gemma3,o200k_base] [--out BENCHMARKS.md] [--no-write]
 
 Each command is `python -c "import LIB; LOAD(P).encode('Hello world')"`, timed over N runs with
 hyperfine when it is installed (else time.perf_counter around subprocess.run), next to
-`python -c pass` as the floor. Two groups: llama3 (tokmap .mtok, tokenizers tokenizer.json, tokie .tkz,
-kitoken .kit) and o200k_base (tokmap .mtok, tiktoken from the .tiktoken file, kitoken .kit).
-Missing converted files are made first (same places as bench/run.py: bench/out/). The table is
-printed and written into BENCHMARKS.md between cold-start markers (replacing an older one).
-
-tokmap's bytecode is compiled first (compileall, as pip does when it installs a wheel; the peers'
-Python parts have theirs in site-packages already). Without it, an environment that sets
-PYTHONDONTWRITEBYTECODE=1 recompiles tokmap's sources in every run, and the table times the compiler.
+`python -c pass` as the floor. Three groups: llama3 and gemma3 (tokmap .mtok, tokie .tkz, tokenizers
+tokenizer.json, kitoken .kit) and o200k_base (tokmap .mtok, tiktoken from the .tiktoken file, kitoken .kit).
+The converted files are made first (same places as bench/run.py: bench/out/). The table is printed and
+written into BENCHMARKS.md between cold-start markers (replacing an older one). bench/run.py calls
+`measure()` itself, so `make bench` has this table from the same run; this script re-measures it alone.
 """
 
 from __future__ import annotations
@@ -35,61 +32,71 @@ from common import MODELS_BY_NAME, OUT, REPO  # noqa: E402
 
 
 def byte_compile() -> None:
-    """Write tokmap's .pyc files into its __pycache__ folders, as a wheel install does."""
+    """Write tokmap's .pyc files into its __pycache__ folders, as a wheel install does. Without it, an
+    environment that sets PYTHONDONTWRITEBYTECODE=1 recompiles tokmap's sources in every run, and the
+    table times the compiler (the peers' Python parts have their bytecode in site-packages already)."""
     import compileall
 
     if not compileall.compile_dir(str(REPO / "tokmap"), quiet=1):
         raise SystemExit("compileall failed on tokmap/")
 
 
-def _ensure(path: Path, make) -> Path:
-    if not path.exists():
-        path.parent.mkdir(parents=True, exist_ok=True)
-        make()
-    return path
+def _default_path_for(td: Path):
+    """Standalone use: convert each file once per invocation (same places as bench/run.py: bench/out/)."""
+    from peers import ADAPTERS
+    by, made = {a.name: a for a in ADAPTERS}, {}
+
+    def path_for(model_name: str, lib: str) -> Path:
+        if (model_name, lib) not in made:
+            made[(model_name, lib)] = by[lib].prepare(MODELS_BY_NAME[model_name], td)[0]
+        return made[(model_name, lib)]
+    return path_for
 
 
-def build_commands(td: Path) -> list[tuple[str, str, str]]:
-    """(group, label, python source) for each measured command."""
+# Commands slower than this many seconds per run get SLOW_RUNS runs instead of --runs (gemma3 via tokenizers
+# takes ~2.5 s a run here).
+SLOW_S = 1.0
+SLOW_RUNS = 5
+
+
+def build_commands(td: Path, path_for=None, groups=("llama3", "gemma3", "o200k_base")) -> list[tuple[str, str, str]]:
+    """(group, label, python source) for each measured command. path_for(model, lib) gives the file a
+    library loads (tokmap .mtok, tokie .tkz, kitoken .kit, or the source file for the reference)."""
     byte_compile()  # here, so that every caller times tokmap from bytecode
-    import tokmap
     from tokmap.formats.tiktoken import ENCODINGS
-    llama = MODELS_BY_NAME["llama3"].source(td)
-    o200k = MODELS_BY_NAME["o200k_base"].source(td)
-    l_mtok = _ensure(OUT / "llama3.mtok", lambda: tokmap.export(llama, OUT / "llama3.mtok"))
-    o_mtok = _ensure(OUT / "o200k_base.mtok",
-                     lambda: tokmap.export(o200k, OUT / "o200k_base.mtok", encoding="o200k_base"))
-    cmds = [("floor", "python -c pass", "pass"),
-            ("llama3", "tokmap (.mtok)", f"import tokmap; tokmap.load({str(l_mtok)!r}).encode('Hello world')"),
-            ("llama3", "tokenizers (tokenizer.json)",
-             f"import tokenizers; tokenizers.Tokenizer.from_file({str(llama)!r}).encode('Hello world')")]
-    try:
-        import tokie
-        l_tkz = _ensure(OUT / "llama3.tkz", lambda: tokie.Tokenizer.from_json(str(llama)).save(str(OUT / "llama3.tkz")))
-        cmds.append(("llama3", "tokie (.tkz)",
-                     f"import tokie; tokie.Tokenizer.from_file({str(l_tkz)!r}).encode('Hello world')"))
-    except ImportError:
-        pass
-    try:
-        import kitoken
-        l_kit = _ensure(OUT / "llama3.kit",
-                        lambda: kitoken.Kitoken.from_tokenizers_file(str(llama)).to_file(str(OUT / "llama3.kit")))
-        o_kit = _ensure(OUT / "o200k_base.kit",
-                        lambda: kitoken.Kitoken.from_tiktoken_file(str(o200k)).to_file(str(OUT / "o200k_base.kit")))
-        cmds.append(("llama3", "kitoken (.kit)",
-                     f"import kitoken; kitoken.Kitoken.from_file({str(l_kit)!r}).encode('Hello world')"))
-    except ImportError:
-        o_kit = None
-    cmds.append(("o200k_base", "tokmap (.mtok)",
-                 f"import tokmap; tokmap.load({str(o_mtok)!r}).encode_ordinary('Hello world')"))
-    _sha, pattern, specials = ENCODINGS["o200k_base"]
-    cmds.append(("o200k_base", "tiktoken (.tiktoken)",
-                 "import tiktoken, tiktoken.load; tiktoken.Encoding(name='o200k_base', pat_str="
-                 f"{pattern!r}, mergeable_ranks=tiktoken.load.load_tiktoken_bpe({str(o200k)!r}), "
-                 f"special_tokens={specials!r}).encode_ordinary('Hello world')"))
-    if o_kit:
-        cmds.append(("o200k_base", "kitoken (.kit)",
-                     f"import kitoken; kitoken.Kitoken.from_file({str(o_kit)!r}).encode('Hello world')"))
+    path_for = path_for or _default_path_for(td)
+    cmds = [("floor", "python -c pass", "pass")]
+    have = {}
+    for lib in ("tokie", "kitoken"):
+        try:
+            __import__(lib)
+            have[lib] = True
+        except ImportError:
+            have[lib] = False
+    for g in groups:
+        model = MODELS_BY_NAME[g]
+        src = model.source(td)
+        if model.kind == "hf":
+            cmds.append((g, "tokmap (.mtok)",
+                         f"import tokmap; tokmap.load({str(path_for(g, 'tokmap'))!r}).encode('Hello world')"))
+            if have["tokie"]:
+                cmds.append((g, "tokie (.tkz)", f"import tokie; tokie.Tokenizer.from_file("
+                                                f"{str(path_for(g, 'tokie'))!r}).encode('Hello world')"))
+            cmds.append((g, "tokenizers (tokenizer.json)",
+                         f"import tokenizers; tokenizers.Tokenizer.from_file({str(src)!r}).encode('Hello world')"))
+        elif model.kind == "tiktoken":
+            cmds.append((g, "tokmap (.mtok)", f"import tokmap; tokmap.load({str(path_for(g, 'tokmap'))!r})"
+                                              ".encode_ordinary('Hello world')"))
+            _sha, pattern, specials = ENCODINGS[model.encoding]
+            cmds.append((g, "tiktoken (.tiktoken)",
+                         f"import tiktoken, tiktoken.load; tiktoken.Encoding(name={model.encoding!r}, pat_str="
+                         f"{pattern!r}, mergeable_ranks=tiktoken.load.load_tiktoken_bpe({str(src)!r}), "
+                         f"special_tokens={specials!r}).encode_ordinary('Hello world')"))
+        else:
+            raise ValueError(f"cold start: no commands for {g} ({model.kind})")
+        if have["kitoken"]:
+            cmds.append((g, "kitoken (.kit)", f"import kitoken; kitoken.Kitoken.from_file("
+                                              f"{str(path_for(g, 'kitoken'))!r}).encode('Hello world')"))
     return cmds
 
 
@@ -107,7 +114,7 @@ def time_hyperfine(argv: list[str], runs: int) -> list[float]:
     try:
         cmd = " ".join(_shell_quote(a) for a in argv)
         subprocess.run(["hyperfine", "-N", "--style", "none", "--warmup", "2", "--runs", str(runs),
-                        "--export-json", export, cmd], check=True, env=_env(), stdout=subprocess.DEVNULL)
+                        "--export-json", export, cmd], check=True, env=_env(), capture_output=True)
         with open(export, encoding="utf-8") as f:
             return json.load(f)["results"][0]["times"]
     finally:
@@ -132,25 +139,67 @@ def time_subprocess(argv: list[str], runs: int) -> list[float]:
     return times
 
 
-def render(rows: list[dict], runs: int, tool: str, machine: dict) -> str:
+def measure(td: Path, runs: int = 20, path_for=None, groups=("llama3", "gemma3", "o200k_base"),
+            use_hyperfine: bool = True, log=None) -> dict:
+    """Time every command; returns {"tool", "runs", "date", "cpu", "rows": [{group, label, median_ms,
+    min_ms, n}]}. A command whose first (warm-up) run takes over SLOW_S seconds gets SLOW_RUNS runs.
+    The children inherit this process's CPU affinity (run.py: pinned to one CPU)."""
+    cmds = build_commands(td, path_for, groups)
+    use_hf = bool(shutil.which("hyperfine")) and use_hyperfine
+    tool = "hyperfine" if use_hf else "time.perf_counter around subprocess.run"
+    rows = []
+    for group, label, src in cmds:
+        argv = [sys.executable, "-c", src]
+        t0 = time.perf_counter()
+        subprocess.run(argv, check=True, env=_env(), stdout=subprocess.DEVNULL)  # also: does it run at all
+        n = SLOW_RUNS if time.perf_counter() - t0 > SLOW_S else runs
+        times = (time_hyperfine if use_hf else time_subprocess)(argv, n)
+        rows.append({"group": group, "label": label, "median_ms": 1000 * statistics.median(times),
+                     "min_ms": 1000 * min(times), "n": len(times)})
+        if log:
+            log(f"    cold start {group:11s} {label:28s} median {rows[-1]['median_ms']:8.1f} ms  "
+                f"min {rows[-1]['min_ms']:8.1f} ms  (n={len(times)})")
+    info = common.machine_info()
+    try:
+        pinned = len(os.sched_getaffinity(0)) == 1
+    except AttributeError:
+        pinned = False
+    return {"tool": tool, "runs": runs, "date": info["date"], "cpu": info["cpu"], "pinned": pinned, "rows": rows}
+
+
+def wall_ratio(cs: dict, group: str, peer_prefix: str) -> float | None:
+    """tokmap's median wall time / the peer's, in one group (the issue-4 figure: <= 0.5 against tokie)."""
+    rows = [r for r in cs.get("rows", []) if r["group"] == group]
+    tm = next((r for r in rows if r["label"].startswith("tokmap")), None)
+    peer = next((r for r in rows if r["label"].startswith(peer_prefix)), None)
+    return tm["median_ms"] / peer["median_ms"] if tm and peer else None
+
+
+def render(cs: dict, made_by: str = "`python bench/cold_start.py`") -> str:
+    rows = cs["rows"]
     floor = next(r["median_ms"] for r in rows if r["group"] == "floor")
+    pin = (" The commands ran pinned to the bench's one CPU (inherited affinity)." if cs.get("pinned") else "")
     lines = [common.COLD_BEGIN, "## Whole-process cold start", "",
-             f"A fresh `python -c \"import LIB; LOAD(file).encode('Hello world')\"`, {runs} runs each with {tool} "
-             "(2 warm-up runs first, so the files are in the page cache: this is process start-up, not disk; "
-             "tokmap's bytecode compiled beforehand, as a wheel install does). "
-             "`above floor` subtracts `python -c pass`; `tokmap/peer` compares those above-floor times "
-             "(below 1× = tokmap starts faster). Made by `python bench/cold_start.py` "
-             f"on {machine['date']}, {machine['cpu']}.", "",
-             "| model | command | median ms | min ms | above floor ms | tokmap/peer |",
-             "| --- | --- | ---: | ---: | ---: | ---: |"]
-    tm = {r["group"]: r["median_ms"] - floor for r in rows if r["label"].startswith("tokmap")}
+             f"A fresh `python -c \"import LIB; LOAD(file).encode('Hello world')\"`, {cs['runs']} runs each with "
+             f"{cs['tool']} (fewer, n={SLOW_RUNS}, for a command slower than {SLOW_S:g} s a run; warm-up runs "
+             "first, so the files are in the page cache: this is process start-up, not disk; tokmap's bytecode "
+             "compiled beforehand, as a wheel install does). "
+             "`tokmap/peer wall` divides the median wall times (the issue-4 figure; target ≤ 0.5× against "
+             "tokie); `above floor` subtracts `python -c pass`, and `tokmap/peer above floor` compares those "
+             f"(below 1× = tokmap starts faster). Made by {made_by} on {cs['date']}, {cs['cpu']}.{pin}", "",
+             "| model | command | runs | median ms | min ms | above floor ms | tokmap/peer wall "
+             "| tokmap/peer above floor |",
+             "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    tm = {r["group"]: r["median_ms"] for r in rows if r["label"].startswith("tokmap")}
     for r in rows:
         above = r["median_ms"] - floor
-        ratio = ""
-        if r["group"] in tm and not r["label"].startswith("tokmap") and above > 0:
-            ratio = f"{tm[r['group']] / above:.2f}×"
-        lines.append(f"| {r['group']} | {r['label']} | {r['median_ms']:.1f} | {r['min_ms']:.1f} | "
-                     f"{'—' if r['group'] == 'floor' else f'{above:.1f}'} | {ratio} |")
+        ratio = wall = ""
+        if r["group"] in tm and not r["label"].startswith("tokmap"):
+            wall = f"{tm[r['group']] / r['median_ms']:.2f}×"
+            if above > 0:
+                ratio = f"{(tm[r['group']] - floor) / above:.2f}×"
+        lines.append(f"| {r['group']} | {r['label']} | {r.get('n', cs['runs'])} | {r['median_ms']:.1f} | "
+                     f"{r['min_ms']:.1f} | {'—' if r['group'] == 'floor' else f'{above:.1f}'} | {wall} | {ratio} |")
     lines.append(common.COLD_END)
     return "\n".join(lines)
 
@@ -158,24 +207,16 @@ def render(rows: list[dict], runs: int, tool: str, machine: dict) -> str:
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--runs", type=int, default=20)
+    p.add_argument("--groups", default="llama3,gemma3,o200k_base")
     p.add_argument("--out", default=str(REPO / "BENCHMARKS.md"))
     p.add_argument("--no-write", action="store_true", help="print the table only")
     p.add_argument("--no-hyperfine", action="store_true")
     args = p.parse_args(argv)
     td = common.testdata_dir()
     OUT.mkdir(parents=True, exist_ok=True)
-    cmds = build_commands(td)
-    use_hf = shutil.which("hyperfine") and not args.no_hyperfine
-    tool = "hyperfine" if use_hf else "time.perf_counter around subprocess.run"
-    rows = []
-    for group, label, src in cmds:
-        argv = [sys.executable, "-c", src]
-        times = (time_hyperfine if use_hf else time_subprocess)(argv, args.runs)
-        rows.append({"group": group, "label": label, "median_ms": 1000 * statistics.median(times),
-                     "min_ms": 1000 * min(times)})
-        print(f"{group:11s} {label:30s} median {rows[-1]['median_ms']:8.1f} ms  min {rows[-1]['min_ms']:8.1f} ms",
-              file=sys.stderr, flush=True)
-    section = render(rows, args.runs, tool, common.machine_info())
+    cs = measure(td, args.runs, groups=tuple(args.groups.split(",")), use_hyperfine=not args.no_hyperfine,
+                 log=lambda *a: print(*a, file=sys.stderr, flush=True))
+    section = render(cs)
     print(section)
     if not args.no_write:
         out = Path(args.out)

@@ -6,7 +6,9 @@
 Used when only some models were re-run (e.g. `run.py --models gemma3,llama2 --out bench/out/x.md`):
 the models of every file are kept in the order of common.MODELS; a model present in several files
 is taken from the last one. The report gets a `run` column and says per model which run (date,
-machine, versions) its numbers come from. The cold-start section of an existing --out is kept.
+machine, versions) its numbers come from. Hostile input, cold start, encode_batch and file size come
+from the last file that has them; without a cold-start measurement the section of an existing --out is
+kept.
 """
 
 from __future__ import annotations
@@ -34,9 +36,20 @@ def merge(paths: list[Path], notes: dict[int, str] | None = None) -> dict:
     for r in runs:
         corpora += [c for c in r["config"]["corpora"] if c not in corpora]
     last = runs[-1]
-    return {"machine": last["machine"], "testdata": last["testdata"],
-            "config": {"models": [m["name"] for m in models], "corpora": corpora},
-            "elapsed_s": sum(r["elapsed_s"] for r in runs), "runs": runs, "models": models}
+    out = {"machine": last["machine"], "testdata": last["testdata"],
+           "config": {"models": [m["name"] for m in models], "corpora": corpora},
+           "elapsed_s": sum(r["elapsed_s"] for r in runs), "runs": runs, "models": models}
+    # the run-wide issue-4 parts (hostile input, cold start, encode_batch, file size): from the last run
+    # that has each
+    for p in paths:
+        r = json.loads(p.read_text(encoding="utf-8"))
+        for key in PARTS:
+            if r.get(key):
+                out[key] = r[key]
+    return out
+
+
+PARTS = ("hostile", "cold_start", "batch", "file_size")
 
 
 def main(argv=None) -> int:

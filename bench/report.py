@@ -1,8 +1,9 @@
 """Turn bench/run.py's results into BENCHMARKS.md (tables + ratios vs tokmap) and a PNG chart.
 
 Ratios are always tokmap / peer, for load time (ms: below 1 means tokmap loads faster) and for
-throughput (MiB/s: above 1 means tokmap encodes faster). The cold-start section that
-bench/cold_start.py writes into BENCHMARKS.md is carried over when the file is rewritten.
+throughput (MiB/s: above 1 means tokmap encodes faster). The issue-4 target section comes from
+bench/targets.py. The cold-start section is rendered from this run's measurement when there is one;
+otherwise the section an earlier bench/cold_start.py run wrote into BENCHMARKS.md is carried over.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import os
 from pathlib import Path
 
 import common
+import targets
 
 MiB = 1 << 20
 SLOTS = ["tokmap", "reference", "kitoken", "tokie"]
@@ -176,6 +178,10 @@ def _model_section(m: dict) -> list[str]:
         tmr = next((r for r in c["rows"] if r["lib"] == "tokmap" and r.get("status") == "ok"), None)
         for i, r in enumerate(c["rows"]):
             first = (f"{c['corpus']}", size) if i == 0 else ("", "")
+            if r.get("status") == "skipped":
+                lines.append(f"| {first[0]} | {first[1]} | {r['lib']} | skipped | skipped | — | — | — |")
+                notes.append(f"{c['corpus']} / {r['lib']}: {r.get('reason', '')}")
+                continue
             if r.get("status") != "ok":
                 lines.append(f"| {first[0]} | {first[1]} | {r['lib']} | error | error | — | — | — |")
                 notes.append(f"{c['corpus']} / {r['lib']}: {r.get('reason', '')}")
@@ -228,6 +234,7 @@ def render_markdown(results: dict, chart_rel: str | None) -> str:
                   f"(`{results['testdata']}/corpus`). Whole run: {results['elapsed_s'] / 60:.1f} min.", ""]
     if chart_rel:
         lines += [f"![load time and throughput]({chart_rel})", ""]
+    lines += targets.render(results)
     lines += _summary_tables(results)
     lines += ["", "## Per model", "",
               "Load: `load ms` is the median of n in-process loads of the file in the `loads` column "
@@ -247,7 +254,11 @@ def render_markdown(results: dict, chart_rel: str | None) -> str:
 def write_markdown(results: dict, out: Path, chart: Path | None) -> None:
     chart_rel = os.path.relpath(chart, out.parent) if chart else None
     doc = render_markdown(results, chart_rel)
-    if out.exists():  # keep bench/cold_start.py's section
+    if (results.get("cold_start") or {}).get("rows"):  # measured in this run
+        import cold_start
+        section = cold_start.render(results["cold_start"], made_by="`make bench` (bench/run.py), in the same run")
+        doc = doc.rstrip("\n") + "\n\n" + section + "\n"
+    elif out.exists():  # keep the section an earlier bench/cold_start.py run wrote
         old = common.extract_section(out.read_text(encoding="utf-8"))
         if old:
             doc = doc.rstrip("\n") + "\n\n" + old + "\n"

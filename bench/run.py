@@ -1,13 +1,17 @@
 """Benchmark runner: tokmap against tokenizers, tiktoken, mistral-common, sentencepiece, kitoken and tokie, in one process.
 
     RAYON_NUM_THREADS=1 python bench/run.py [--models llama3,gpt2] [--corpora en,code] [--quick]
+                                            [--targets-only] [--parts corpora,short,hostile,cold,batch]
                                             [--out BENCHMARKS.md] [--chart bench/bench.png]
 
 For each model it converts the source where a library has its own format (tokmap .mtok, kitoken
 .kit, tokie .tkz, all under bench/out/), times loads (median of several, in-process), then for each
 corpus times a cold encode (first call on a freshly loaded object) and a warm one (second call on
 that object), and checks each peer's ids against tokmap's. Everything runs single-threaded.
-Results go to BENCHMARKS.md (tables + ratios vs tokmap), bench/bench.png and bench/out/results.json.
+Then the issue-4 parts: hostile input (bench/hostile.py), whole-process cold start (bench/cold_start.py),
+encode_batch with 2 workers (bench/batch.py); short strings run per model. `--targets-only` runs only what
+issue 4's targets name (bench/targets.py). Results go to BENCHMARKS.md (an "Issue-4 targets" section with
+met / not met, then tables + ratios vs tokmap), bench/bench.png and bench/out/results.json.
 See bench/README.md for how to read them.
 """
 
@@ -16,6 +20,7 @@ from __future__ import annotations
 import argparse
 import gc
 import json
+import math
 import statistics
 import sys
 import time
@@ -23,16 +28,22 @@ import traceback
 from pathlib import Path
 
 import common
+import short
 
 PINNED_CPU = common.pin_threads()  # before any tokenizer library is imported
 
 from common import CORPORA, MODELS, MODELS_BY_NAME, OUT, QUICK_CORPORA, REPO  # noqa: E402
-from peers import REFERENCE, adapters_for  # noqa: E402
+from peers import ADAPTERS, REFERENCE, adapters_for  # noqa: E402
+import batch  # noqa: E402
+import hostile  # noqa: E402
+import targets  # noqa: E402
 
 MiB = 1 << 20
 HELLO = "Hello world"
 MAX_MEASURE_S = 60.0   # a single timed call longer than this gets a prefix of the corpus instead
-PROBE_CHARS = 16_384   # per probe slice; four slices spread over the document
+PEER_CAP_S = 30.0      # kitoken/tokie: a corpus whose trial call runs longer than this is skipped for that peer
+CAPPED_PEERS = ("kitoken", "tokie")  # the reference libraries are never skipped
+PROBE_CHARS = 32_768   # longer probe slices (four, plus four of a quarter that length) spread over the document
 
 
 def _now() -> float:
@@ -74,35 +85,53 @@ def measure_load(adapter, path: Path, model, repeats: int, budget_s: float) -> d
 
 # -- corpus budget ---------------------------------------------------------------------------------
 
+def probe_seconds(adapter, obj, model, text: str) -> float:
+    """Predicted seconds for one call of `adapter` on `text`, encoded by `obj` (pipeline already built).
+
+    Four slices of PROBE_CHARS // 4 and four of PROBE_CHARS characters, spread over the document (at
+    different places, so one size does not warm the caches for the other), give the cost per slice at two
+    lengths. Their ratio is the growth exponent e (a library that is quadratic in the text length, such
+    as kitoken on minilm/wagahai, shows e ≈ 2); below 1.5 it is taken as 1 (noise), above 3 as 3. The
+    prediction is the per-slice time at PROBE_CHARS times (len(text) / PROBE_CHARS) ** e."""
+    n = len(text)
+    step = n // 4
+    small, big = PROBE_CHARS // 4, PROBE_CHARS
+
+    def cost(size: int, shift: int) -> float:
+        slices = [text[i * step + shift:i * step + shift + size] for i in range(4)]
+        t0 = _now()
+        for s in slices:
+            adapter.encode(obj, model, s)
+        return max(_now() - t0, 1e-9) / 4
+
+    t_big = cost(big, 0)
+    t_small = cost(small, step // 2)
+    e = math.log(max(t_big / t_small, 1e-9)) / math.log(big / small)
+    e = 1.0 if e < 1.5 else min(e, 3.0)
+    return t_big * (n / big) ** e
+
+
 def choose_text(text: str, tokmap_adapter, path: Path, model, max_s: float) -> tuple[str, str | None]:
-    """The corpus, or a prefix of it when tokmap (the slowest library here) would need more than
-    `max_s` for one call. The rate comes from a probe on a separate fresh object: pipeline
-    built by one tiny call, then four slices spread over the document, so the caches are nearly empty
-    as in a cold call. Returns (text, note or None)."""
+    """The corpus, or a prefix of it when tokmap would need more than `max_s` for one call. The rate
+    comes from a probe on a separate fresh object: pipeline built by one tiny call, then four slices spread
+    over the document, so the caches are nearly empty as in a cold call. Returns (text, note or None)."""
     nbytes = len(text.encode("utf-8"))
-    if len(text) <= 8 * PROBE_CHARS:
+    if len(text) <= 4 * PROBE_CHARS:
         return text, None
     obj = tokmap_adapter.load(path, model)
     tokmap_adapter.encode(obj, model, HELLO)
-    step = len(text) // 4
-    slices = [text[i * step:i * step + PROBE_CHARS] for i in range(4)]
-    probe_bytes = sum(len(s.encode("utf-8")) for s in slices)
-    t0 = _now()
-    for s in slices:
-        tokmap_adapter.encode(obj, model, s)
-    rate = probe_bytes / max(_now() - t0, 1e-9)  # bytes/s
+    predicted = probe_seconds(tokmap_adapter, obj, model, text)
     del obj
     target = 0.75 * max_s  # margin: the probe is an estimate
-    if nbytes / rate <= target:
+    if predicted <= target:
         return text, None
-    keep_bytes = rate * target
-    keep_chars = int(len(text) * keep_bytes / nbytes)
+    keep_chars = int(len(text) * target / predicted)  # (as if linear: a superlinear cost only gets cheaper)
     cut = text.rfind("\n", 0, keep_chars)
     if cut > keep_chars // 2:
         keep_chars = cut + 1
     prefix = text[:keep_chars]
     note = (f"encoded a prefix, {len(prefix.encode('utf-8')) / MiB:.2f} of {nbytes / MiB:.2f} MiB "
-            f"(tokmap estimated at {nbytes / rate:.0f} s for the whole document; limit {max_s:.0f} s per call)")
+            f"(tokmap estimated at {predicted:.0f} s for the whole document; limit {max_s:.0f} s per call)")
     return prefix, note
 
 
@@ -149,7 +178,11 @@ def measure_encode(adapter, path: Path, model, text: str, nbytes: int, tokmap_id
 
 # -- one model -------------------------------------------------------------------------------------
 
-def bench_model(model, td: Path, corpora: list[str], texts: dict[str, str], args) -> dict:
+def bench_model(model, td: Path, corpora: list[str], texts: dict[str, str], args, libs=None,
+                prepared: dict | None = None) -> dict:
+    """Loads, then per corpus cold/warm encodes (kitoken/tokie skipped on a corpus where a trial call takes
+    longer than --peer-cap), then short strings. libs: the libraries to run (None: all for this format). prepared[(model, lib)] gets
+    the file each library loaded."""
     _log(f"== {model.name} ({model.kind}: {model.relpath})")
     res = {"name": model.name, "kind": model.kind, "source": model.relpath,
            "reference": REFERENCE[model.kind], "libs": [], "corpora": []}
@@ -158,7 +191,7 @@ def bench_model(model, td: Path, corpora: list[str], texts: dict[str, str], args
                               f"`bench/out/{model.name}.notrunc.json`, a copy with both set to null (tokmap "
                               f"applies the file's truncation/padding in encode() and has no switch to turn "
                               f"them off; tokenizers and tokie also get no_truncation()/no_padding()).")
-    adapters = adapters_for(model)
+    adapters = [a for a in adapters_for(model) if libs is None or a.name in libs]
     ready = []  # (adapter, path)
     for a in adapters:
         lib = {"lib": a.name, "version": common._version(a.dist)}
@@ -174,6 +207,8 @@ def bench_model(model, td: Path, corpora: list[str], texts: dict[str, str], args
             lib.update(measure_load(a, path, model, args.load_repeats, args.load_budget))
             lib["status"] = "ok"
             ready.append((a, path))
+            if prepared is not None:
+                prepared[(model.name, a.name)] = path
             _log(f"  {a.name:15s} load {lib['load_ms']:9.2f} ms (median of {lib['load_n']}), "
                  f"size {lib['size'] / MiB:.2f} MiB")
         except (KeyboardInterrupt, SystemExit):
@@ -184,6 +219,7 @@ def bench_model(model, td: Path, corpora: list[str], texts: dict[str, str], args
             if args.verbose:
                 traceback.print_exc()
     tokmap_ready = next(((a, p) for a, p in ready if a.name == "tokmap"), None)
+    trials = {}  # peer name -> hostile.Worker for the peer cap
     for c in corpora:
         full = texts[c]
         text, note = (choose_text(full, *tokmap_ready, model, args.max_seconds) if tokmap_ready else (full, None))
@@ -192,26 +228,88 @@ def bench_model(model, td: Path, corpora: list[str], texts: dict[str, str], args
         entry = {"corpus": c, "bytes": nbytes, "bytes_total": len(full.encode("utf-8")), "note": note, "rows": []}
         tokmap_ids = None
         for a, path in ready:
-            row = measure_encode(a, path, model, text, nbytes, tokmap_ids)
+            skip = None
+            if a.name in CAPPED_PEERS and args.peer_cap and len(text) > 2 * PROBE_CHARS:
+                skip = peer_over_cap(a, path, model, td / "corpus" / f"{c}.txt", text, args.peer_cap, trials)
+            if skip:
+                row = skip
+            else:
+                row = measure_encode(a, path, model, text, nbytes, tokmap_ids)
             if a.name == "tokmap":
                 tokmap_ids = row.pop("ids", None)
             entry["rows"].append(row)
         del tokmap_ids
         gc.collect()
         res["corpora"].append(entry)
+    for w in trials.values():
+        w.close()
+    if "short" in args.parts:
+        res["short"] = bench_short(model, ready)
     return res
+
+
+def peer_over_cap(adapter, path: Path, model, corpus_file: Path, text: str, cap: float, trials: dict) -> dict | None:
+    """A "skipped" row when one call of this peer on `text` does not finish within `cap` seconds, tried in a
+    worker process (bench/hostile.py's, same CPU pin and environment) that is killed at the cap; None when
+    it finishes. Probing slices cannot bound this: kitoken on minilm spends ~2 min on multi although every
+    32K-character slice of it takes under 2 s. One worker per peer and model serves all corpora."""
+    if adapter.name not in trials:
+        trials[adapter.name] = hostile.Worker(adapter.name, model.name, path, cap)
+    t0 = _now()
+    try:
+        out = trials[adapter.name].request({"file": str(corpus_file), "chars": len(text), "repeats": 1}, cap + 10)
+    except (OSError, RuntimeError):
+        return None  # let the real measurement report the problem
+    if out is not None:
+        return None
+    _log(f"    {adapter.name:15s} skipped: a trial call did not finish in {_now() - t0:.0f} s (cap {cap:.0f} s)")
+    return {"lib": adapter.name, "status": "skipped", "over_s": cap,
+            "reason": f"skipped, > {cap:.0f} s: a trial call in a worker process was stopped at the cap"}
+
+
+def bench_short(model, ready) -> dict:
+    """Short-string latency per library (tokmap first, so the peers' ids are compared with its)."""
+    out, tokmap_ids = {}, None
+    for a, path in ready:
+        try:
+            obj = a.load(path, model)
+            r = short.measure(a, obj, model, tokmap_ids if a.name != "tokmap" else None)
+            del obj
+        except (KeyboardInterrupt, SystemExit):
+            raise
+        except BaseException as e:
+            out[a.name] = {"error": _short_error(e)}
+            continue
+        if a.name == "tokmap":
+            tokmap_ids = r.pop("ids")
+        else:
+            r.pop("ids", None)
+        out[a.name] = r
+        _log(f"    short {a.name:15s} median {r['median_us']:7.1f} µs/call  slowest {r['max_us']:7.1f} µs"
+             + ("" if r.get("ids_equal", True) else "  (ids differ)"))
+    return out
 
 
 # -- main ------------------------------------------------------------------------------------------
 
+PARTS = ["corpora", "short", "hostile", "cold", "batch"]
+
+
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--models", default=",".join(m.name for m in MODELS),
+    p.add_argument("--models", default=None,
                    help="comma-separated, from: " + ", ".join(m.name for m in MODELS))
     p.add_argument("--corpora", default=None, help="comma-separated, from: " + ", ".join(CORPORA))
     p.add_argument("--quick", action="store_true",
                    help="smoke run: corpora en and code only; unless --out/--chart are given, writes to "
                         "bench/out/ so the committed BENCHMARKS.md and bench/bench.png stay as they are")
+    p.add_argument("--targets-only", action="store_true",
+                   help="only what issue 4's targets need: their models, tokmap + the peer each target names, "
+                        "their corpora, plus hostile input, short strings, cold start and encode_batch; unless "
+                        "--out/--chart are given, writes to bench/out/BENCHMARKS-targets.md")
+    p.add_argument("--parts", default=None,
+                   help="comma-separated, from: " + ", ".join(PARTS) + " (corpora = loads + cold/warm encodes; "
+                        "default: all, with --quick: corpora,short)")
     p.add_argument("--out", default=None, help="markdown report (default: BENCHMARKS.md at the repo root)")
     p.add_argument("--chart", default=None, help="PNG chart (default: bench/bench.png)")
     p.add_argument("--load-repeats", type=int, default=7, help="loads per library and model (median)")
@@ -219,13 +317,37 @@ def parse_args(argv=None):
                    help="stop repeating loads after this many seconds (at least 3 loads)")
     p.add_argument("--max-seconds", type=float, default=MAX_MEASURE_S,
                    help="encode a prefix of a corpus when one tokmap call is predicted to take longer")
+    p.add_argument("--peer-cap", type=float, default=PEER_CAP_S,
+                   help="kitoken/tokie: skip a corpus when a trial call in a worker process takes longer "
+                        "(0: no cap, no trial)")
+    p.add_argument("--hostile-models", default=",".join(m for m, _ in hostile.DEFAULT_PAIRS),
+                   help="models for the hostile-input cases (tokmap against the format's reference library)")
+    p.add_argument("--hostile-cap", type=float, default=20.0,
+                   help="skip 10^6 for a library whose 10^5 call took longer than this (s)")
+    p.add_argument("--hostile-timeout", type=float, default=90.0,
+                   help="kill a hostile-input call that runs longer than this (s)")
+    p.add_argument("--hostile-sizes", default=",".join(map(str, hostile.SIZES)),
+                   help="the two input lengths, small first (smaller ones for a quick try)")
+    p.add_argument("--cold-runs", type=int, default=20, help="hyperfine runs per cold-start command")
+    p.add_argument("--batch-workers", type=int, default=2)
+    p.add_argument("--batch-model", default="llama3")
     p.add_argument("-v", "--verbose", action="store_true")
     args = p.parse_args(argv)
-    names = [n.strip() for n in args.models.split(",") if n.strip()]
+    if args.parts is None:
+        args.parts = "corpora,short" if args.quick else ",".join(PARTS)
+    args.parts = [x.strip() for x in args.parts.split(",") if x.strip()]
+    bad = [x for x in args.parts if x not in PARTS]
+    if bad:
+        p.error(f"unknown part(s) {bad}; known: {PARTS}")
+    wanted = targets.target_models() if args.targets_only else None
+    default_models = list(wanted) if wanted else [m.name for m in MODELS]
+    names = [n.strip() for n in (args.models or ",".join(default_models)).split(",") if n.strip()]
     bad = [n for n in names if n not in MODELS_BY_NAME]
     if bad:
         p.error(f"unknown model(s) {bad}; known: {list(MODELS_BY_NAME)}")
     args.model_list = [MODELS_BY_NAME[n] for n in names]
+    # libraries per model: None = every library for that format
+    args.libs = {n: (wanted.get(n, {"tokmap"}) if wanted is not None else None) for n in names}
     if args.corpora:
         args.corpus_list = [c.strip() for c in args.corpora.split(",") if c.strip()]
         bad = [c for c in args.corpus_list if c not in CORPORA]
@@ -233,11 +355,43 @@ def parse_args(argv=None):
             p.error(f"unknown corpus/corpora {bad}; known: {CORPORA}")
     else:
         args.corpus_list = QUICK_CORPORA if args.quick else CORPORA
+    # corpora per model: under --targets-only the tiktoken targets name en, code and multi only
+    args.model_corpora = {n: ([c for c in targets.target_corpora(n) if c in args.corpus_list]
+                              if args.targets_only else list(args.corpus_list)) for n in names}
+    tag = "quick" if args.quick else "targets" if args.targets_only else None
     if args.out is None:
-        args.out = str(OUT / "BENCHMARKS-quick.md") if args.quick else str(REPO / "BENCHMARKS.md")
+        args.out = str(OUT / f"BENCHMARKS-{tag}.md") if tag else str(REPO / "BENCHMARKS.md")
     if args.chart is None:
-        args.chart = str(OUT / "bench-quick.png") if args.quick else str(REPO / "bench" / "bench.png")
+        args.chart = str(OUT / f"bench-{tag}.png") if tag else str(REPO / "bench" / "bench.png")
+    args.tag = tag
     return args
+
+
+def path_for_factory(td: Path, prepared: dict):
+    """(model, lib) -> the file that library loads: the one bench_model used in this run, else made now."""
+    by = {a.name: a for a in ADAPTERS}
+
+    def path_for(model_name: str, lib: str) -> Path:
+        key = (model_name, lib)
+        if key not in prepared:
+            prepared[key] = by[lib].prepare(MODELS_BY_NAME[model_name], td)[0]
+        return prepared[key]
+    return path_for
+
+
+def _guarded(label: str, fn, *a, **kw):
+    """Run one part; a failure becomes {"status": "error"} in the results, not a lost run."""
+    t0 = _now()
+    try:
+        out = fn(*a, **kw)
+    except (KeyboardInterrupt, SystemExit):
+        raise
+    except BaseException as e:
+        _log(f"  {label}: ERROR {_short_error(e)}")
+        traceback.print_exc()
+        out = {"status": "error", "reason": _short_error(e)}
+    _log(f"  {label}: {_now() - t0:.0f} s")
+    return out
 
 
 def main(argv=None) -> int:
@@ -248,23 +402,55 @@ def main(argv=None) -> int:
         print(f"testdata not found at {td} (set TOKMAP_TESTDATA)", file=sys.stderr)
         return 2
     t_start = _now()
-    texts = {c: (td / "corpus" / f"{c}.txt").read_text(encoding="utf-8") for c in args.corpus_list}
+    needed = sorted({c for cs in args.model_corpora.values() for c in cs}, key=CORPORA.index)
+    texts = {c: (td / "corpus" / f"{c}.txt").read_text(encoding="utf-8") for c in needed}
     results = {"machine": common.machine_info(), "testdata": str(td),
                "config": {"models": [m.name for m in args.model_list], "corpora": args.corpus_list,
                           "load_repeats": args.load_repeats, "max_measure_s": args.max_seconds,
-                          "env": common.SINGLE_THREAD_ENV, "quick": args.quick},
+                          "peer_cap_s": args.peer_cap, "parts": args.parts,
+                          "env": common.SINGLE_THREAD_ENV, "quick": args.quick, "targets_only": args.targets_only},
                "models": []}
+    prepared: dict = {}
+    path_for = path_for_factory(td, prepared)
     for model in args.model_list:
-        results["models"].append(bench_model(model, td, args.corpus_list, texts, args))
+        corpora = args.model_corpora[model.name] if "corpora" in args.parts else []
+        results["models"].append(bench_model(model, td, corpora, texts, args, libs=args.libs[model.name],
+                                             prepared=prepared))
+    _log(f"== issue-4 parts ({_now() - t_start:.0f} s so far)")
+    results["file_size"] = _guarded("file size", file_sizes, path_for)
+    if "hostile" in args.parts:
+        pairs = []
+        for name in [n.strip() for n in args.hostile_models.split(",") if n.strip()]:
+            ref = REFERENCE[MODELS_BY_NAME[name].kind]
+            pairs.append((name, [("tokmap", path_for(name, "tokmap")), (ref, path_for(name, ref))]))
+        sizes = tuple(int(x) for x in args.hostile_sizes.split(","))
+        results["hostile"] = _guarded("hostile input", hostile.run, pairs, args.hostile_cap,
+                                      args.hostile_timeout, log=_log, sizes=sizes)
+    if "cold" in args.parts:
+        import cold_start
+        results["cold_start"] = _guarded("cold start", cold_start.measure, td, args.cold_runs, path_for, log=_log)
+    if "batch" in args.parts:
+        results["batch"] = _guarded("encode_batch", batch.run, path_for(args.batch_model, "tokmap"),
+                                    args.corpus_list, args.batch_workers, log=_log)
     results["elapsed_s"] = _now() - t_start
 
     import report  # matplotlib is imported only now, outside every timed region
     out, chart = Path(args.out), Path(args.chart)
-    (OUT / ("results-quick.json" if args.quick else "results.json")).write_text(json.dumps(results, indent=1))
+    (OUT / (f"results-{args.tag}.json" if args.tag else "results.json")).write_text(json.dumps(results, indent=1))
     chart_ok = report.write_chart(results, chart)
     report.write_markdown(results, out, chart if chart_ok else None)
     _log(f"wrote {out}" + (f" and {chart}" if chart_ok else "") + f" in {results['elapsed_s']:.0f} s")
     return 0
+
+
+def file_sizes(path_for) -> dict:
+    """llama3.mtok against tokie's llama3.tkz (issue 4: no larger)."""
+    try:
+        import tokie  # noqa: F401
+    except ImportError:
+        return {"reason": "tokie is not installed"}
+    m, k = path_for(targets.FILE_SIZE_MODEL, "tokmap"), path_for(targets.FILE_SIZE_MODEL, "tokie")
+    return {"mtok": m.stat().st_size, "tkz": k.stat().st_size, "mtok_file": m.name, "tkz_file": k.name}
 
 
 if __name__ == "__main__":
