@@ -390,7 +390,7 @@ def _edit_entry(path, sid, **fields) -> tuple[bytes, int]:
 def test_overlapping_sections(gpt2, tmp_path, sid):
     c = Container(gpt2.read_bytes())
     i = c.index(sid)
-    prev = c.entries[i - 1]
+    prev = next(e for e in reversed(c.entries[:i]) if e["length"] > 0)  # an empty one has no inside
     start = prev["offset"] + (prev["length"] // 2) // mtok.ALIGN * mtok.ALIGN  # aligned, inside the previous one
     data, i = _edit_entry(gpt2, sid, offset=start)
     load_error(write(tmp_path, data), mtok.section_name(sid), entry_pos(i) + E_OFF["offset"], "overlapping")
