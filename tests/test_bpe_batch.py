@@ -22,7 +22,7 @@ from tokmap.runtime.models.bpe_batch import BatchMerger, nonmono_bitmap
 from tokmap.runtime.reader import MtokFile
 
 from conftest import testdata_file as _data
-from test_hostile_files import load_error, with_section, write
+from test_hostile_files import check_error, load_error, with_section, write
 
 
 def reference_bpe(word: list[int], table: dict[tuple[int, int], tuple[int, int]]) -> list[int]:
@@ -169,4 +169,8 @@ def test_damaged_derived_sections_are_refused(tmp_path):
                match="bitmap must hold")
     big = np.array([5, 10 ** 9], dtype="<u4").tobytes()
     bad = write(tmp_path, with_section(path, mtok.SECTION_UNREACHED, big, mtok.U32), "bad.mtok")
-    load_error(bad, "unreached", MtokFile(bad).sections[mtok.SECTION_UNREACHED][1], match="outside the vocabulary")
+    tok = tokmap.load(bad)  # read on the first batch merge, not at load
+    with pytest.raises(tokmap.FormatError) as ei:
+        tok.encode_ordinary(open(_data("corpus/en.txt"), encoding="utf-8").read()[:60000])
+    check_error(ei.value, bad, "unreached", MtokFile(bad).sections[mtok.SECTION_UNREACHED][1],
+                "outside the vocabulary")

@@ -710,7 +710,8 @@ def test_added_tokens_checksum_checked_on_first_use(gpt2, tmp_path):
 def _flip_each_section(path):
     data = path.read_bytes()
     for e in Container(data).entries:
-        assert e["length"] > 0
+        if e["length"] == 0:  # e.g. gpt2's unreached: no token is out of reach, nothing to flip
+            continue
         for where in sorted({0, e["length"] // 2, e["length"] - 1}):
             bad = bytearray(data)
             bad[e["offset"] + where] ^= 0x08
@@ -760,7 +761,7 @@ def test_cli_verify_names_the_section(gpt2, tmp_path):
         out = r.output
         assert f"error: {p} (section {name}, offset {e['offset']}): checksum mismatch" in out, out
         seen.add(name)
-    assert len(seen) == len(Container(gpt2.read_bytes()).entries)
+    assert len(seen) == len([e for e in Container(gpt2.read_bytes()).entries if e["length"]])
 
 
 def test_load_without_verify_stays_cheap(llama3, monkeypatch):

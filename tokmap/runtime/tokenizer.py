@@ -103,10 +103,6 @@ class Tokenizer:
             if f.has(mtok.SECTION_MERGE_NONMONO) and \
                     len(f.view(mtok.SECTION_MERGE_NONMONO, mtok.U8)) != (nk + 7) // 8:
                 raise bad(mtok.SECTION_MERGE_NONMONO, f"bitmap must hold {(nk + 7) // 8} bytes for {nk} merges")
-            if f.has(mtok.SECTION_UNREACHED):
-                ids = f.view(mtok.SECTION_UNREACHED, mtok.U32)
-                if len(ids) and max(ids) >= self.vocab_size:
-                    raise bad(mtok.SECTION_UNREACHED, f"token id {max(ids)} outside the vocabulary")
         self._model = None
         self._pipeline = None
         self._added = None

@@ -17,6 +17,7 @@ from itertools import accumulate, chain, compress, repeat
 from operator import is_
 
 from ... import mtok
+from ...errors import FormatError
 from .vocab import VocabFile
 
 INF = 1 << 62
@@ -156,7 +157,11 @@ class BPE(VocabFile):
         self._byte_ids_np = np.array(self.byte_ids, dtype=np.int64)
         if self.ignore_merges:
             if f.has(mtok.SECTION_UNREACHED):
-                self._unreached = {self.token_bytes(i) for i in f.view(mtok.SECTION_UNREACHED, mtok.U32)}
+                ids = f.view(mtok.SECTION_UNREACHED, mtok.U32)
+                if len(ids) and max(ids) >= len(self.off) - 1:
+                    raise FormatError(f.path, f"inconsistent file: token id {max(ids)} outside the vocabulary",
+                                      section="unreached", offset=f.sections[mtok.SECTION_UNREACHED][1])
+                self._unreached = {self.token_bytes(i) for i in ids}
             else:  # older files: check every multi-token piece against the vocabulary
                 self._unreached = _Everything()
 
