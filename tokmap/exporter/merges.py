@@ -1,16 +1,22 @@
 """Shrink a byte-level BPE merge table without changing a single encoding.
 
-Merges that can never fire are dropped. The BPE loop (lowest rank first, ties leftmost; the
-same in tokenizers, tiktoken and models/bpe.py) treats a span of bytes the same way wherever it
-sits: until the span becomes one symbol, no merge crosses its edges, and the pairs inside it are
-ordered by (rank, position) among themselves whatever happens outside. So a symbol covering the
-span is formed, in any text, by exactly the merge that forms it when the span's bytes are
-encoded alone. Encoding every merge result's bytes alone therefore finds the one merge per
-result that can ever fire; the others (tiktoken-derived tables list every split of a token:
-llama3 has 280,147 merges for 127,744 results) never reach the top of the queue, so leaving
-them out changes no step of any run. The argument needs the initial symbols to be the bytes'
-own single-byte tokens and every result to be its parts' bytes joined; without that nothing is
-dropped.
+Two reductions, each proved at export for the file at hand and skipped when its proof fails:
+
+1. Merges that can never fire are dropped. The BPE loop (lowest rank first, ties leftmost; the
+   same in tokenizers, tiktoken and models/bpe.py) treats a span of bytes the same way wherever it
+   sits: until the span becomes one symbol, no merge crosses its edges, and the pairs inside it are
+   ordered by (rank, position) among themselves whatever happens outside. So a symbol covering the
+   span is formed, in any text, by exactly the merge that forms it when the span's bytes are
+   encoded alone. Encoding every merge result's bytes alone therefore finds the one merge per
+   result that can ever fire; the others (tiktoken-derived tables list every split of a token:
+   llama3 has 280,147 merges for 127,744 results) never reach the top of the queue, so leaving
+   them out changes no step of any run. The argument needs the initial symbols to be the bytes'
+   own single-byte tokens and every result to be its parts' bytes joined; without that nothing is
+   dropped.
+
+2. The rank section is left out when the ranks are a strictly increasing function of the results
+   (equal ranks exactly for equal results). Comparing results then orders and ties every pair of
+   merges exactly as comparing ranks does, so the results array serves as the ranks.
 """
 
 from __future__ import annotations
@@ -57,3 +63,11 @@ def _last_merge(merges: dict[int, tuple[int, int]], ids: list[int]) -> int | Non
         if k < len(ids) - 1:
             pending[k] = merges.get((ids[k] << 32) | ids[k + 1])
 
+
+def ranks_follow_results(merges: dict[int, tuple[int, int]]) -> bool:
+    """True when rank = f(result) for a strictly increasing f, so results can stand in for ranks."""
+    by_result = sorted((res, rank) for rank, res in merges.values())
+    for (r0, k0), (r1, k1) in zip(by_result, by_result[1:]):
+        if (k1 != k0) if r1 == r0 else (k1 <= k0):
+            return False
+    return True

@@ -10,7 +10,7 @@ from array import array
 
 from .. import mtok
 from ..errors import SourceError
-from .merges import live_merges
+from .merges import live_merges, ranks_follow_results
 
 
 def _u32(values) -> bytes:
@@ -40,13 +40,15 @@ def bpe_sections(d, token_bytes, regular, sections) -> dict:
         live = live_merges(keys, token_bytes, byte_ids, mtok.NO_ID)
         if live is not None:
             keys = live
+    ranks_from_results = ranks_follow_results(keys)
     ordered = sorted(keys)
     sections[mtok.SECTION_BYTE_IDS] = (mtok.U32, _u32(byte_ids))
     sections[mtok.SECTION_MERGE_KEYS] = (mtok.U64, _le(array("Q", ordered)))
-    sections[mtok.SECTION_MERGE_RANKS] = (mtok.U32, _u32([keys[k][0] for k in ordered]))
+    if not ranks_from_results:
+        sections[mtok.SECTION_MERGE_RANKS] = (mtok.U32, _u32([keys[k][0] for k in ordered]))
     sections[mtok.SECTION_MERGE_RESULTS] = (mtok.U32, _u32([keys[k][1] for k in ordered]))
     meta = {"type": "bpe", "byte_level": m.byte_level, "ignore_merges": m.ignore_merges, "unk_id": m.unk_id,
-            "source_merges": n_source}
+            "ranks_from_results": ranks_from_results, "source_merges": n_source}
     if not m.byte_level:  # character-level symbols (SentencePiece-style BPE): see sp_steps
         from .sp_steps import char_bpe_meta
 
