@@ -67,8 +67,7 @@ SECTION_TOKEN_BYTES = 2  # u8: every token's bytes, concatenated in id order
 SECTION_TOKEN_OFFSETS = 3  # u32[n+1]: token i is TOKEN_BYTES[off[i]:off[i+1]]
 SECTION_SORTED_IDS = 4  # u32[n]: ids ordered by their token bytes (bytewise), for binary search
 SECTION_MERGE_KEYS = 5  # u64[m]: left_id << 32 | right_id, ascending
-SECTION_MERGE_RANKS = 6  # u32[m]: rank of the merge at the same index (lower merges first); absent
-# when META model.ranks_from_results is true (the results array is then the ranks)
+SECTION_MERGE_RANKS = 6  # u32[m]: rank of the merge at the same index (lower first); absent if ranks_from_results
 SECTION_MERGE_RESULTS = 7  # u32[m]: id of the merged token
 SECTION_ADDED_TOKENS = 8  # JSON list of added tokens (parsed on first use, not at load)
 SECTION_CHAT_TEMPLATE = 9  # UTF-8 text
