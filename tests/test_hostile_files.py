@@ -58,6 +58,26 @@ def llama3(tmp_path_factory) -> pathlib.Path:
     return out
 
 
+@pytest.fixture(scope="module")
+def gpt2_ranked(gpt2, tmp_path_factory) -> pathlib.Path:
+    """gpt2 in the layout written before model.ranks_from_results: a merge_ranks section (the same
+    values as merge_results, as gpt2's ranks are) and no flag in META."""
+    c = Container(gpt2.read_bytes())
+    secs = c.sections()
+    meta = json.loads(c.payload(mtok.SECTION_META))
+    assert meta["model"].pop("ranks_from_results") is True
+    secs[mtok.SECTION_META] = (mtok.U8, json.dumps(meta).encode("utf-8"))
+    secs[mtok.SECTION_MERGE_RANKS] = secs[mtok.SECTION_MERGE_RESULTS]
+    out = tmp_path_factory.mktemp("hostile") / "gpt2-ranked.mtok"
+    out.write_bytes(layout(secs))
+    return out
+
+
+def _with_ranks(sid, gpt2, gpt2_ranked):
+    """The file to damage for `sid`: only the legacy layout has a merge_ranks section."""
+    return gpt2_ranked if sid == mtok.SECTION_MERGE_RANKS else gpt2
+
+
 SPECIAL = {"tiktoken": "<|endoftext|>", "hf": "<|begin_of_text|>"}
 
 
@@ -387,12 +407,13 @@ def _edit_entry(path, sid, **fields) -> tuple[bytes, int]:
 
 @pytest.mark.parametrize("sid", [mtok.SECTION_TOKEN_BYTES, mtok.SECTION_MERGE_RANKS, mtok.SECTION_BYTE_IDS,
                                  mtok.BLOB_BASE])
-def test_overlapping_sections(gpt2, tmp_path, sid):
-    c = Container(gpt2.read_bytes())
+def test_overlapping_sections(gpt2, gpt2_ranked, tmp_path, sid):
+    path = _with_ranks(sid, gpt2, gpt2_ranked)
+    c = Container(path.read_bytes())
     i = c.index(sid)
     prev = next(e for e in reversed(c.entries[:i]) if e["length"] > 0)  # an empty one has no inside
     start = prev["offset"] + (prev["length"] // 2) // mtok.ALIGN * mtok.ALIGN  # aligned, inside the previous one
-    data, i = _edit_entry(gpt2, sid, offset=start)
+    data, i = _edit_entry(path, sid, offset=start)
     load_error(write(tmp_path, data), mtok.section_name(sid), entry_pos(i) + E_OFF["offset"], "overlapping")
 
 
@@ -461,8 +482,8 @@ def test_length_not_multiple_of_element(gpt2, tmp_path):
 
 @pytest.mark.parametrize("sid", sorted(mtok.REQUIRED) + [mtok.SECTION_MERGE_KEYS, mtok.SECTION_MERGE_RANKS,
                                                           mtok.SECTION_MERGE_RESULTS, mtok.SECTION_BYTE_IDS])
-def test_missing_section(gpt2, tmp_path, sid):
-    p = write(tmp_path, with_section(gpt2, sid, None))
+def test_missing_section(gpt2, gpt2_ranked, tmp_path, sid):
+    p = write(tmp_path, with_section(_with_ranks(sid, gpt2, gpt2_ranked), sid, None))
     load_error(p, mtok.section_name(sid), None, "missing")
 
 
@@ -489,21 +510,53 @@ def test_unknown_section_ids_are_ignored(gpt2, tmp_path):
 
 
 # -- inconsistent array sections ----------------------------------------------------------------------------
-@pytest.mark.parametrize("sid,delta,named", [
+_LENGTH_CASES = [
     (mtok.SECTION_MERGE_RANKS, -1, "merge_ranks"),
     (mtok.SECTION_MERGE_RESULTS, +1, "merge_results"),
     (mtok.SECTION_MERGE_KEYS, -1, "merge_ranks"),  # the keys set the count; the first array off by one is named
     (mtok.SECTION_BYTE_IDS, -1, "byte_ids"),
     (mtok.SECTION_TOKEN_OFFSETS, -1, "token_offsets"),
     (mtok.SECTION_TOKEN_OFFSETS, +1, "token_offsets"),
-])
-def test_array_lengths_disagree(gpt2, tmp_path, sid, delta, named):
-    secs = Container(gpt2.read_bytes()).sections()
+]
+
+
+# gpt2 as exported has no rank section (the results are the ranks): the results are then the first
+# array the keys must match. gpt2_ranked is the layout with one.
+@pytest.mark.parametrize("model,sid,delta,named", [("gpt2_ranked", *c) for c in _LENGTH_CASES] + [
+    ("gpt2", sid, delta, "merge_results" if named == "merge_ranks" else named)
+    for sid, delta, named in _LENGTH_CASES if sid != mtok.SECTION_MERGE_RANKS])
+def test_array_lengths_disagree(request, tmp_path, model, sid, delta, named):
+    secs = Container(request.getfixturevalue(model).read_bytes()).sections()
     dtype, payload = secs[sid]
     size = mtok.DTYPES[dtype][1]
     secs[sid] = (dtype, payload[:-size] if delta < 0 else payload + payload[-size:])
     p = write(tmp_path, layout(secs))
     load_error(p, named, Container(p.read_bytes()).entry(SID[named])["offset"], "inconsistent file")
+
+
+# -- merge ranks stored as the results (model.ranks_from_results) -------------------------------------------
+def test_rank_section_beside_the_flag_is_refused(gpt2, tmp_path):
+    secs = Container(gpt2.read_bytes()).sections()
+    secs[mtok.SECTION_MERGE_RANKS] = secs[mtok.SECTION_MERGE_RESULTS]
+    p = write(tmp_path, layout(secs))
+    load_error(p, "merge_ranks", Container(p.read_bytes()).entry(mtok.SECTION_MERGE_RANKS)["offset"],
+               "ranks_from_results")
+
+
+@pytest.mark.parametrize("flag", [False, "absent"])
+def test_no_rank_section_needs_the_flag(gpt2, tmp_path, flag):
+    def edit(m):
+        if flag == "absent":
+            del m["model"]["ranks_from_results"]
+        else:
+            m["model"]["ranks_from_results"] = flag
+    load_error(write(tmp_path, with_meta(gpt2, edit)), "merge_ranks", None, "required section is missing")
+
+
+def test_legacy_layout_with_ranks_encodes_alike(gpt2, gpt2_ranked):
+    model = tokmap.load(gpt2_ranked).model
+    assert model.ranks is not model.results and model.ranks.tolist() == model.results.tolist()
+    assert exercise(gpt2_ranked, strict=True) == exercise(gpt2, strict=True)
 
 
 # -- META ---------------------------------------------------------------------------------------------------
@@ -584,6 +637,9 @@ META_CASES = [
      "token offsets for vocab_size"),
     ("model-list", _set("model", []), "meta", "load", "field model"),
     ("ignore_merges-string", _set("model", "ignore_merges", "yes"), "meta", "load", "model.ignore_merges"),
+    ("ranks_from_results-string", _set("model", "ranks_from_results", "yes"), "meta", "load",
+     "model.ranks_from_results"),
+    ("ranks_from_results-int", _set("model", "ranks_from_results", 1), "meta", "load", "model.ranks_from_results"),
     ("unk_id-out-of-range", _set("model", "unk_id", lambda m: m["vocab_size"]), "meta", "load", "model.unk_id"),
     ("unk_id-string", _set("model", "unk_id", "0"), "meta", "load", "model.unk_id"),
     ("pre_tokenizer-object", _set("pre_tokenizer", {}), "meta", "load", "field pre_tokenizer"),
@@ -718,7 +774,7 @@ def _flip_each_section(path):
             yield e, where, bytes(bad)
 
 
-@pytest.mark.parametrize("model", ["gpt2", "llama3"])
+@pytest.mark.parametrize("model", ["gpt2", "llama3", "gpt2_ranked"])
 def test_verify_catches_a_flip_in_every_section(request, tmp_path, model):
     path = request.getfixturevalue(model)
     names = set()
@@ -740,8 +796,9 @@ def test_verify_catches_a_flip_in_every_section(request, tmp_path, model):
         with pytest.raises(tokmap.FormatError) as ei:
             MtokFile(p).verify()
         check_error(ei.value, p, name, e["offset"], "checksum mismatch")
-    assert {"meta", "token_bytes", "token_offsets", "sorted_ids", "merge_keys", "merge_ranks", "merge_results",
+    assert {"meta", "token_bytes", "token_offsets", "sorted_ids", "merge_keys", "merge_results",
             "added_tokens", "byte_ids", "blob0", "blob1"} <= names
+    assert ("merge_ranks" in names) == (model == "gpt2_ranked")
     tokmap.load(path, verify=True).verify()  # the intact file passes
 
 

@@ -77,6 +77,16 @@ def inspect(path):
             text += f" -> tables {names}, data {step.get('unicode_version', '?')}"
         return text
 
+    model = m["model"]
+    if model["type"] == "bpe" and "merge_keys" in sizes:
+        stored = sizes["merge_keys"] // 8
+        source = model.get("source_merges")
+        if source and stored < source:
+            kept = f"{stored:,} of the source's {source:,} (the others can never fire)"
+        else:
+            kept = f"{stored:,}, all of the source's"
+        ranks = "the results (no rank section)" if model.get("ranks_from_results") else "merge_ranks"
+        click.echo(f"merges: {kept}; ranks: {ranks}")
     for key in ("normalizer", "pre_tokenizer", "post_processor", "decoder"):
         steps = m[key]
         if not steps:

@@ -27,6 +27,13 @@ Sections are non-overlapping, inside the file, in increasing offset order, with 
 META section is UTF-8 JSON: the pipeline (normalizer, pre-tokenizer, model, added tokens,
 post-processor, decoder, padding, truncation) as lists of tagged steps, plus provenance.
 Everything large is an array section viewed in place without copying.
+
+BPE merges: MERGE_KEYS, MERGE_RANKS and MERGE_RESULTS are parallel arrays. When META's
+model.ranks_from_results is true the file has no MERGE_RANKS: the results array is the ranks
+(the exporter stores it only when rank is a strictly increasing function of result, so the two
+order and tie alike), and a MERGE_RANKS section beside the flag is refused. For byte-level BPE the
+exporter keeps only the merges that can ever fire (exporter/merges.py has the proof); META's
+model.source_merges counts the source's distinct merges.
 """
 
 from __future__ import annotations
@@ -60,7 +67,7 @@ SECTION_TOKEN_BYTES = 2  # u8: every token's bytes, concatenated in id order
 SECTION_TOKEN_OFFSETS = 3  # u32[n+1]: token i is TOKEN_BYTES[off[i]:off[i+1]]
 SECTION_SORTED_IDS = 4  # u32[n]: ids ordered by their token bytes (bytewise), for binary search
 SECTION_MERGE_KEYS = 5  # u64[m]: left_id << 32 | right_id, ascending
-SECTION_MERGE_RANKS = 6  # u32[m]: rank of the merge at the same index (lower merges first)
+SECTION_MERGE_RANKS = 6  # u32[m]: rank of the merge at the same index (lower first); absent if ranks_from_results
 SECTION_MERGE_RESULTS = 7  # u32[m]: id of the merged token
 SECTION_ADDED_TOKENS = 8  # JSON list of added tokens (parsed on first use, not at load)
 SECTION_CHAT_TEMPLATE = 9  # UTF-8 text

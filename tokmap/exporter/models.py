@@ -10,6 +10,7 @@ from array import array
 
 from .. import mtok
 from ..errors import SourceError
+from .merges import live_merges, ranks_follow_results
 
 
 def _u32(values) -> bytes:
@@ -34,12 +35,20 @@ def bpe_sections(d, token_bytes, regular, sections) -> dict:
     keys = {}
     for left, right, result, rank in m.merges:
         keys[(left << 32) | right] = (rank, result)
+    n_source = len(keys)
+    if m.byte_level:  # drop the merges that can never fire (proof and conditions: merges.py)
+        live = live_merges(keys, token_bytes, byte_ids, mtok.NO_ID)
+        if live is not None:
+            keys = live
+    ranks_from_results = ranks_follow_results(keys)
     ordered = sorted(keys)
     sections[mtok.SECTION_BYTE_IDS] = (mtok.U32, _u32(byte_ids))
     sections[mtok.SECTION_MERGE_KEYS] = (mtok.U64, _le(array("Q", ordered)))
-    sections[mtok.SECTION_MERGE_RANKS] = (mtok.U32, _u32([keys[k][0] for k in ordered]))
+    if not ranks_from_results:
+        sections[mtok.SECTION_MERGE_RANKS] = (mtok.U32, _u32([keys[k][0] for k in ordered]))
     sections[mtok.SECTION_MERGE_RESULTS] = (mtok.U32, _u32([keys[k][1] for k in ordered]))
-    meta = {"type": "bpe", "byte_level": m.byte_level, "ignore_merges": m.ignore_merges, "unk_id": m.unk_id}
+    meta = {"type": "bpe", "byte_level": m.byte_level, "ignore_merges": m.ignore_merges, "unk_id": m.unk_id,
+            "ranks_from_results": ranks_from_results, "source_merges": n_source}
     if m.byte_level and ordered:
         _bpe_aux(sections, token_bytes, regular, byte_ids, ordered, keys)
     if not m.byte_level:  # character-level symbols (SentencePiece-style BPE): see sp_steps

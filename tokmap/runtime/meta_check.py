@@ -50,6 +50,8 @@ def check_meta(m: dict) -> None:
     need(model.get("type") in MODEL_TYPES, "model.type", f"one of {MODEL_TYPES}")
     if model["type"] == "bpe":
         need(isinstance(model.get("ignore_merges"), bool), "model.ignore_merges", "a boolean")
+        # Absent in files written before the flag existed: they all carry a rank section.
+        need(isinstance(model.get("ranks_from_results", False), bool), "model.ranks_from_results", "a boolean")
         if model.get("byte_level", True) is False:  # character-level BPE (runtime/models/charbpe.py)
             for k in ("byte_fallback", "fuse_unk"):
                 need(isinstance(model.get(k, False), bool), f"model.{k}", "a boolean")

@@ -90,12 +90,16 @@ class Tokenizer:
         if n_off != self.vocab_size + 1:
             raise bad(mtok.SECTION_TOKEN_OFFSETS, f"{n_off} token offsets for vocab_size {self.vocab_size}")
         if self.meta["model"].get("type", "bpe") == "bpe":
-            for sid in (mtok.SECTION_MERGE_KEYS, mtok.SECTION_MERGE_RANKS, mtok.SECTION_MERGE_RESULTS,
-                        mtok.SECTION_BYTE_IDS):
+            # ranks_from_results: the results array is the ranks, so the file has no rank section.
+            merged = self.meta["model"].get("ranks_from_results", False)
+            arrays = (mtok.SECTION_MERGE_RESULTS,) if merged else (mtok.SECTION_MERGE_RANKS, mtok.SECTION_MERGE_RESULTS)
+            for sid in (mtok.SECTION_MERGE_KEYS,) + arrays + (mtok.SECTION_BYTE_IDS,):
                 if not f.has(sid):
                     raise bad(sid, "required section is missing")
+            if merged and f.has(mtok.SECTION_MERGE_RANKS):
+                raise bad(mtok.SECTION_MERGE_RANKS, "present although meta says model.ranks_from_results")
             nk = len(f.view(mtok.SECTION_MERGE_KEYS, mtok.U64))
-            for sid in (mtok.SECTION_MERGE_RANKS, mtok.SECTION_MERGE_RESULTS):
+            for sid in arrays:
                 if len(f.view(sid, mtok.U32)) != nk:
                     raise bad(sid, f"{len(f.view(sid, mtok.U32))} entries but merge_keys has {nk}")
             if len(f.view(mtok.SECTION_BYTE_IDS, mtok.U32)) != 256:

@@ -38,8 +38,11 @@ class BPE(VocabFile):
         self.unk_id = m["unk_id"]
         self.byte_ids = list(f.view(mtok.SECTION_BYTE_IDS, mtok.U32))
         self.keys = f.view(mtok.SECTION_MERGE_KEYS, mtok.U64)
-        self.ranks = f.view(mtok.SECTION_MERGE_RANKS, mtok.U32)
         self.results = f.view(mtok.SECTION_MERGE_RESULTS, mtok.U32)
+        # Without a rank section the results are the ranks: the exporter proved they order and tie
+        # every pair of merges alike (exporter/merges.py).
+        self.ranks = (self.results if m.get("ranks_from_results", False)
+                      else f.view(mtok.SECTION_MERGE_RANKS, mtok.U32))
         self.n_keys = len(self.keys)
         self.pair_cache: dict[int, tuple[int, int]] = {}
         self.piece_cache: dict[str, tuple[int, ...]] = {}
