@@ -11,7 +11,8 @@ further (non-overlapping, left to right: "a a a a" -> "aa aa") occurrences of r 
 same round only when r is *monotone*: every merge that takes r's result as an operand ranks after
 r. Then merging cannot create a pair that outranks the remaining occurrences, so the sequential
 algorithm would take exactly those next. Whether a merge is monotone is decided from the table
-itself (all-splits tables such as cl100k's have about 22% non-monotone merges; qwen3's list none).
+itself: the full all-splits table of cl100k has 22% non-monotone merges, but the exporter keeps only
+merges that can fire, and of those none are non-monotone in cl100k, o200k or gpt2, 72 in Llama 3.
 """
 
 from __future__ import annotations
