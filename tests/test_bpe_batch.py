@@ -138,7 +138,6 @@ def test_derived_sections_equal_runtime_computation():
     keys, ranks, results = (np.frombuffer(m.keys, "<u8"), np.frombuffer(m.ranks, "<u4"),
                             np.frombuffer(m.results, "<u4"))
     assert stored == nonmono_bitmap(keys, ranks, results)
-    assert np.unpackbits(np.frombuffer(stored, np.uint8)).any()  # gpt2 has non-monotone merges
     # unreached: exactly the model tokens whose bytes do not merge back to them
     unreached = set(f.view(mtok.SECTION_UNREACHED, mtok.U32))
     for i in range(0, 50257, 37):
