@@ -44,19 +44,18 @@ class Matcher:
 
     No regex alternation: compiling one over hundreds of tokens costs tens of milliseconds in
     Python's sre compiler, on the cold-start path. Instead a one-class regex finds the next
-    position where some token could start, and the tokens starting with that character are tried
-    longest first.
+    position where some token could start, and the lengths of the tokens starting with that
+    character are tried longest first, each by one dict lookup of the slice (Gemma 3 has hundreds
+    of whitespace and markup tokens sharing a first character).
     """
 
     def __init__(self, tokens: dict[str, AddedToken], is_word_char):
         self.tokens = tokens
         self.is_word_char = is_word_char
-        by_first: dict[str, list[str]] = {}
+        by_first: dict[str, set[int]] = {}
         for content in tokens:
-            by_first.setdefault(content[0], []).append(content)
-        for group in by_first.values():
-            group.sort(key=len, reverse=True)
-        self.by_first = by_first
+            by_first.setdefault(content[0], set()).add(len(content))
+        self.by_first = {c: sorted(lens, reverse=True) for c, lens in by_first.items()}
         self.first = re.compile("[" + "".join(map(_class_escape, sorted(by_first))) + "]") if by_first else None
 
     def _next(self, text: str, pos: int):
@@ -67,9 +66,11 @@ class Matcher:
             if m is None:
                 return None
             p = m.start()
-            for content in self.by_first[text[p]]:
-                if text.startswith(content, p):
-                    return p, p + len(content), self.tokens[content]
+            tokens = self.tokens
+            for n in self.by_first[text[p]]:
+                tok = tokens.get(text[p : p + n])
+                if tok is not None:
+                    return p, p + n, tok
             pos = p + 1
 
     def split(self, text: str) -> list[tuple[AddedToken | None, int, int]]:

@@ -154,7 +154,7 @@ class CharBPE(BPE):
         if hit is not None:
             return hit
         out = tuple(self._merge(self._initial(text)[0]))
-        if len(text) <= 48:
+        if len(text) <= 160:  # code has long unbroken runs (paths, identifiers) that recur
             self.sub_cache[text] = out
         return out
 
