@@ -55,6 +55,20 @@ class CutTable:
         self.keys = np.unique(((c64[:-1] << 21) | c64[1:])[keep])
         if not len(self.keys):
             self.keys = np.array([1 << 63], np.uint64)  # no real bigram has this value
+        # With byte fallback and all 256 byte tokens, no char is ever unk: a char without its own
+        # token starts as its <0xHH> tokens, whose strings begin with "<" and end with ">", so the
+        # bigram test uses those two chars for it. If no merge involves a byte token, such a char
+        # alone is just its byte ids (`byte_id`); otherwise it goes through the model.
+        self.byte_id = None
+        self.fallback = False
+        if model.byte_fallback:
+            bt = model._bytes_tokens()
+            if None not in bt:
+                self.fallback = True
+                mk = np.frombuffer(model.keys, np.uint64)
+                bt_arr = np.array(bt, np.uint64)
+                if not (np.isin(mk >> np.uint64(32), bt_arr).any() or np.isin(mk & np.uint64(0xFFFFFFFF), bt_arr).any()):
+                    self.byte_id = np.array(bt, np.int64)
 
     def cut_regex(self):
         """A regex matching (empty) before each CANDIDATES char c whose left neighbour b has no
@@ -76,28 +90,57 @@ class CutTable:
         cps = np.frombuffer(text.encode("utf-32-le", "surrogatepass"), np.uint32)
         ids = self.char_id[cps]
         c64 = cps.astype(np.uint64)
-        k = (c64[:-1] << 21) | c64[1:]
+        unknown = ids < 0
+        if self.byte_id is not None:
+            # Byte tokens never merge: every cut next to a fallback char is safe.
+            k = (c64[:-1] << np.uint64(21)) | c64[1:]
+            j = np.searchsorted(self.keys, k)
+            j[j == len(self.keys)] = 0
+            cut = (self.keys[j] != k) | unknown[:-1] | unknown[1:]
+            return np.flatnonzero(cut) + 1, ids, cps
+        if self.fallback:
+            last = np.where(unknown, np.uint64(ord(">")), c64)
+            first = np.where(unknown, np.uint64(ord("<")), c64)
+            k = (last[:-1] << np.uint64(21)) | first[1:]
+        else:
+            k = (c64[:-1] << np.uint64(21)) | c64[1:]
         j = np.searchsorted(self.keys, k)
         j[j == len(self.keys)] = 0
-        cut = (self.keys[j] != k) & (ids[:-1] >= 0) & (ids[1:] >= 0)
-        return np.flatnonzero(cut) + 1, ids
+        cut = self.keys[j] != k
+        if not self.fallback:
+            cut &= (ids[:-1] >= 0) & (ids[1:] >= 0)
+        return np.flatnonzero(cut) + 1, ids, cps
 
 
 def encode_long(text: str, table: CutTable, encode_sub) -> tuple[int, ...]:
     """Ids of a long piece: one-char parts straight from the table, the others by encode_sub."""
-    cuts, ids = table.split(text)
+    cuts, ids, cps = table.split(text)
     n = len(text)
     starts = np.concatenate(([0], cuts))
     ends = np.concatenate((cuts, [n]))
-    single = ((ends - starts) == 1) & (ids[starts] >= 0)
-    multi = np.flatnonzero(~single)
+    one = (ends - starts) == 1
+    single = one & (ids[starts] >= 0)
+    fb = one & (ids[starts] < 0) if table.byte_id is not None else np.zeros(len(starts), bool)
+    multi = np.flatnonzero(~(single | fb))
     parts = [encode_sub(text[s:e]) for s, e in zip(starts[multi].tolist(), ends[multi].tolist())]
     counts = np.ones(len(starts), np.int64)
     plens = np.fromiter(map(len, parts), np.int64, len(parts))
     counts[multi] = plens
+    if fb.any():
+        # A lone fallback char: its UTF-8 bytes' tokens, gathered from the encoded text.
+        u8 = 1 + (cps >= 0x80).astype(np.int64) + (cps >= 0x800) + (cps >= 0x10000)
+        boff = np.concatenate(([0], np.cumsum(u8)))
+        data = np.frombuffer(text.encode("utf-8", "surrogatepass"), np.uint8)
+        fpos = starts[fb]
+        flen = u8[fpos]
+        counts[fb] = flen
     pos = np.concatenate(([0], np.cumsum(counts)[:-1]))
     out = np.empty(int(counts.sum()), np.int64)
     out[pos[single]] = ids[starts[single]]
+    if fb.any():
+        first = np.concatenate(([0], np.cumsum(flen)[:-1]))
+        within = np.arange(int(flen.sum())) - np.repeat(first, flen)
+        out[np.repeat(pos[fb], flen) + within] = table.byte_id[data[np.repeat(boff[fpos], flen) + within]]
     if parts:
         from itertools import chain
 
