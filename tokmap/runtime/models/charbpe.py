@@ -18,7 +18,7 @@ import re
 
 from .bpe import BPE
 
-LONG_TEXT = 4096  # chars; from here a piece is cut by the numpy bigram table (models/charcut.py)
+LONG_TEXT = 256  # chars; from here a piece is cut by the numpy bigram table (models/charcut.py)
 
 
 class CharBPE(BPE):
@@ -177,7 +177,7 @@ class CharBPE(BPE):
         elif len(text) >= LONG_TEXT and self._table:
             from .charcut import encode_long
 
-            out = encode_long(text, self._table, self._encode_sub)
+            out = encode_long(text, self._table, self._encode_sub, self.sub_cache)
         else:
             subs = self._subpieces(text)
             if len(subs) == 1:

@@ -10,7 +10,7 @@ flushed by the known char that ends the left side, so the initial symbols split 
 The table holds, from the mapped vocabulary and merge results:
   char_id  int32[0x110000]: the char's own token id, or -1 (as `VocabFile.lookup` finds it);
   keys     sorted uint64 bigrams (a << 21 | b) found inside merge results.
-Texts from 4,096 chars are cut with it in numpy (`split`); shorter pieces use `cut_regex`, which
+Pieces from 256 chars are cut with it in numpy (`split`); shorter pieces use `cut_regex`, which
 finds the candidate cuts before the usual separators (space marks, whitespace) in C.
 """
 
@@ -112,8 +112,9 @@ class CutTable:
         return np.flatnonzero(cut) + 1, ids, cps
 
 
-def encode_long(text: str, table: CutTable, encode_sub) -> tuple[int, ...]:
-    """Ids of a long piece: one-char parts straight from the table, the others by encode_sub."""
+def encode_long(text: str, table: CutTable, encode_sub, cache: dict) -> tuple[int, ...]:
+    """Ids of a long piece: one-char parts straight from the table, the others from the model's
+    sub-piece cache or encode_sub."""
     cuts, ids, cps = table.split(text)
     n = len(text)
     starts = np.concatenate(([0], cuts))
@@ -122,7 +123,12 @@ def encode_long(text: str, table: CutTable, encode_sub) -> tuple[int, ...]:
     single = one & (ids[starts] >= 0)
     fb = one & (ids[starts] < 0) if table.byte_id is not None else np.zeros(len(starts), bool)
     multi = np.flatnonzero(~(single | fb))
-    parts = [encode_sub(text[s:e]) for s, e in zip(starts[multi].tolist(), ends[multi].tolist())]
+    strs = [text[s:e] for s, e in zip(starts[multi].tolist(), ends[multi].tolist())]
+    parts = list(map(cache.get, strs))  # mostly hits: one C-level pass
+    if None in parts:
+        for k, w in enumerate(strs):
+            if parts[k] is None:
+                parts[k] = encode_sub(w)
     counts = np.ones(len(starts), np.int64)
     plens = np.fromiter(map(len, parts), np.int64, len(parts))
     counts[multi] = plens
