@@ -67,7 +67,10 @@ class Matcher:
                 return None
             p = m.start()
             tokens = self.tokens
+            rem = len(text) - p
             for n in self.by_first[text[p]]:
+                if n > rem:  # a slice past the end is shorter than n and could equal a shorter token
+                    continue
                 tok = tokens.get(text[p : p + n])
                 if tok is not None:
                     return p, p + n, tok

@@ -105,6 +105,10 @@ def apply_memo(text: str, memo, chars=None):
     if not changed:
         return text, chars
     new_chars = (chars - changed.keys()).union(*changed.values())
+    # A lowercasing table that agrees with str.lower on every char present: one C pass. (lower()
+    # is context-free except for final sigma, so a text holding U+03A3 never takes this.)
+    if "\u03a3" not in chars and all(changed.get(c, c) == c.lower() for c in chars):
+        return text.lower(), new_chars
     if len(changed) <= 32 and not any(k in v for c, v in changed.items() for k in changed if k != c):
         for c, v in changed.items():
             text = text.replace(c, v)
