@@ -155,3 +155,15 @@ def test_truncation_and_padding(base, tmp_path, direction, stride, strategy):
                              "special_tokens": {"<|begin_of_text|>": {"id": "<|begin_of_text|>", "ids": [128000],
                                                                       "tokens": ["<|begin_of_text|>"]}}}
     _check(doc, tmp_path, generated(N, [], seed=12), pairs=True, batch=True)
+
+
+def test_added_token_at_end_keeps_its_length():
+    """A longer token sharing the first char must not match a shorter one cut off by the end."""
+    from tokmap.runtime.added import AddedToken, Matcher
+
+    toks = {c: AddedToken(i, c, True, False, False, False, False) for i, c in enumerate(["</s>", "</s>x", "<s>"])}
+    m = Matcher(toks, lambda c: False)
+    assert [(t.content if t else None, s, e) for t, s, e in m.split("a </s>")] == \
+        [(None, 0, 2), ("</s>", 2, 6)]
+    assert [(t.content if t else None, s, e) for t, s, e in m.split("</s>x<s>")] == \
+        [("</s>x", 0, 5), ("<s>", 5, 8)]

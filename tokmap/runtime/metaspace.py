@@ -10,6 +10,8 @@ replacement is deleted unless the prepend scheme is `never`.
 
 from __future__ import annotations
 
+import re
+
 from .pretokenizers import apply_behavior, expand, slice_offs
 
 
@@ -18,6 +20,23 @@ class MetaspaceStep:
         self.rep = step["replacement"]
         self.scheme = step["prepend_scheme"]
         self.split = bool(step["split"])
+        # Whole-text cutting without offsets (runtime/fastpath.py), for the schemes that do not
+        # depend on where the piece started: the same pieces as _one, found by one findall.
+        self.words = None
+        if self.scheme in ("always", "never"):
+            rx = re.compile(f"{re.escape(self.rep)}[^{re.escape(self.rep)}]*|[^{re.escape(self.rep)}]+")
+            self.words = self._words
+            self._findall = rx.findall
+
+    def _words(self, text: str) -> list[str]:
+        rep = self.rep
+        if " " in text:
+            text = text.replace(" ", rep)
+        if text and self.scheme == "always" and not text.startswith(rep):
+            text = rep + text
+        if not self.split:
+            return [text] if text else []
+        return self._findall(text)
 
     def _one(self, text, offs):
         rep = self.rep

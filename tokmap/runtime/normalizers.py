@@ -78,6 +78,18 @@ def build(f, steps: list[dict]) -> list:
 
 def run(steps: list, text: str, want_align: bool = False):
     """Apply the steps in order; compose their alignments into ranges of the original text."""
+    if not want_align:
+        # Steps with normalize_chars pass the text's char set on, so each computes it at most once.
+        chars = None
+        for step in steps:
+            nc = getattr(step, "normalize_chars", None)
+            if nc is not None:
+                text, chars = nc(text, chars)
+            else:
+                new, _ = step.normalize(text, False)
+                if new is not text:
+                    text, chars = new, None
+        return text, None
     align = None
     for step in steps:
         new, al = step.normalize(text, want_align)

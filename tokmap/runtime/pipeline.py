@@ -62,6 +62,11 @@ class Pipeline:
                     self.special_ids.discard(a.id)
         self._special_regex = {}
         self.fast_split = _fast_split_step(self.pre, model)
+        self.fast = None  # whole-stretch encoding of other models when no offsets are wanted
+        if self.fast_split is None:
+            from . import fastpath
+
+            self.fast = fastpath.build(self)
 
     # -- stages ---------------------------------------------------------------------------------
     def normalize(self, text: str, want_align: bool = False):
@@ -114,6 +119,8 @@ class Pipeline:
 
         limit=(max_tokens, direction) is tokenizers 0.23's early exit under truncation: units are
         tokenized from the kept side until max_tokens exist, and the rest is dropped unseen."""
+        if limit is None and not want_offsets and self.fast is not None:
+            return self.fast(text), None
         units = self.units(text, want_offsets)
         model = self.model
         tokens: list = [None] * len(units)  # per unit: (ids, piece text, bytes, offs) or added token

@@ -68,6 +68,10 @@ class Replace:
         return out
 
     def normalize(self, text: str, want_align: bool):
+        lit = self.literal
+        if lit and not want_align:
+            # str.replace takes the same non-overlapping leftmost matches, in C.
+            return (text.replace(lit, self.content), None) if lit in text else (text, None)
         matches = self._matches(text)
         if not matches:
             return text, None

@@ -18,6 +18,8 @@ import re
 
 from .bpe import BPE
 
+LONG_TEXT = 256  # chars; from here a piece is cut by the numpy bigram table (models/charcut.py)
+
 
 class CharBPE(BPE):
     def __init__(self, f, meta: dict):
@@ -36,6 +38,10 @@ class CharBPE(BPE):
             cls = "".join(re.escape(c) for c in boundaries)
             self.cut = re.compile(f"(?s)(.)(?!\\1)(?=[{cls}])")
         self._byte_tok = None
+        # The merge-bigram table (models/charcut.py) refines `cut` once a piece is long enough to
+        # pay for numpy: None = not built yet, False = unusable (prefix/suffix or odd vocabulary).
+        self._table = None if not self.prefix and not self.suffix else False
+        self._cut_rx = None
         self.char_cache: dict[str, tuple | None] = {}
         self.sub_cache: dict[str, tuple[int, ...]] = {}
 
@@ -106,8 +112,35 @@ class CharBPE(BPE):
         return ids, lens
 
     # -- encoding ----------------------------------------------------------------------------
+    def _build_table(self):
+        from .charcut import CutTable
+
+        try:
+            self._table = CutTable(self)
+        except (ValueError, UnicodeError):
+            self._table = False
+            return
+        self._cut_rx = self._table.cut_regex()
+
     def _subpieces(self, text: str):
-        if self.cut is None or len(text) < 16:
+        if len(text) < 16:
+            return [text]
+        rx = self._cut_rx
+        if rx is not None:
+            # Candidate cuts before separators; the left char must start as its own token.
+            out, prev, cache = [], 0, self.char_cache
+            for m in rx.finditer(text, 1):
+                k = m.end()
+                c = text[k - 1]
+                hit = cache.get(c)
+                if hit is None:
+                    hit = cache[c] = self._resolve(c)
+                if hit[0] is not None and not hit[1] and k > prev:
+                    out.append(text[prev:k])
+                    prev = k
+            out.append(text[prev:])
+            return out
+        if self.cut is None:
             return [text]
         out, prev = [], 0
         for m in self.cut.finditer(text):
@@ -121,7 +154,7 @@ class CharBPE(BPE):
         if hit is not None:
             return hit
         out = tuple(self._merge(self._initial(text)[0]))
-        if len(text) <= 48:
+        if len(text) <= 160:  # code has long unbroken runs (paths, identifiers) that recur
             self.sub_cache[text] = out
         return out
 
@@ -137,8 +170,14 @@ class CharBPE(BPE):
         if not text:
             return ()
         i = self._whole(text)
+        if i is None and len(text) >= 64 and self._table is None:
+            self._build_table()
         if i is not None:
             out = (i,)
+        elif len(text) >= LONG_TEXT and self._table:
+            from .charcut import encode_long
+
+            out = encode_long(text, self._table, self._encode_sub, self.sub_cache)
         else:
             subs = self._subpieces(text)
             if len(subs) == 1:

@@ -15,6 +15,8 @@ never at load; whole pieces are memoised, as in the BPE runtime.
 
 from __future__ import annotations
 
+from itertools import chain
+
 from ... import mtok
 from .vocab import VocabFile
 from ...errors import EncodeError
@@ -39,6 +41,7 @@ class Unigram(VocabFile):
         self._max_len = 0
         self.min_score = m["min_score"]
         self.piece_cache: dict[str, tuple] = {}
+        self.ids_cache: dict[str, tuple[int, ...]] = {}
         self._last = None
 
     # -- vocabulary -------------------------------------------------------------------------
@@ -68,6 +71,21 @@ class Unigram(VocabFile):
     # -- encoding ---------------------------------------------------------------------------
     def encode_piece(self, text: str) -> tuple[int, ...]:
         return self._encode(text)[0]
+
+    def encode_words(self, words: list[str]) -> list[int]:
+        """Ids of many pieces at once: one C-level pass of dict lookups, misses filled after."""
+        cache = self.ids_cache
+        parts = list(map(cache.get, words))
+        if None in parts:
+            if len(cache) > 1 << 16:
+                cache.clear()
+            for k, w in enumerate(words):
+                if parts[k] is None:
+                    ids = self._encode(w)[0]
+                    if len(w) <= 64:
+                        cache[w] = ids
+                    parts[k] = ids
+        return list(chain.from_iterable(parts))
 
     def piece_offsets(self, text: str, toks) -> list[tuple[int, int]]:
         return list(self._encode(text)[1])

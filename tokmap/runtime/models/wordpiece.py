@@ -8,6 +8,8 @@ Vocabulary lookups binary-search SORTED_IDS in the mapped file; results are memo
 
 from __future__ import annotations
 
+from itertools import chain
+
 from .vocab import VocabFile
 
 
@@ -19,6 +21,20 @@ class WordPiece(VocabFile):
         self.prefix = m["prefix"].encode("utf-8")
         self.max_chars = m["max_input_chars_per_word"]
         self.cache: dict[str, tuple] = {}
+        self.ids_cache: dict[str, tuple[int, ...]] = {}
+        self._vocab: dict[bytes, int] | None = None
+
+    def lookup(self, data: bytes) -> int | None:
+        """As VocabFile.lookup, through a dict built on the first call (a WordPiece word costs
+        several lookups, and the binary search over the mapped ids is microseconds each)."""
+        v = self._vocab
+        if v is None:
+            tb, off, ids = self.tb, self.off, self.sorted_ids
+            v = {}
+            for i in reversed(ids):  # equal strings: the first in sorted order wins, as in the search
+                v[tb[off[i] : off[i + 1]].tobytes()] = i
+            self._vocab = v
+        return v.get(data)
 
     def _split(self, text: str):
         """[(id, start_char, end_char)] or None when some position has no token."""
@@ -55,3 +71,16 @@ class WordPiece(VocabFile):
 
     def piece_offsets(self, text: str, ids) -> list[tuple[int, int]]:
         return list(self._encode(text)[1])
+
+    def encode_words(self, words: list[str]) -> list[int]:
+        """Ids of many pieces at once: one C-level pass of dict lookups, misses filled after."""
+        cache = self.ids_cache
+        parts = list(map(cache.get, words))
+        if None in parts:
+            for k, w in enumerate(words):
+                if parts[k] is None:
+                    ids = self._encode(w)[0]
+                    if len(w) <= 64:
+                        cache[w] = ids
+                    parts[k] = ids
+        return list(chain.from_iterable(parts))

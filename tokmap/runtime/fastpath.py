@@ -1,0 +1,52 @@
+"""Whole-stretch encoding, when no offsets are asked for, for pipelines whose pre-tokenizer is
+plain string work and whose model takes many pieces at once (`encode_words`).
+
+Pipeline.encode_sequence otherwise walks one (piece, offsets) unit at a time, about a microsecond
+of Python per word before the model is even asked. Here the text is cut at added tokens as
+Pipeline.units does (raw pass; files with normalized added tokens take the general path),
+normalized, cut into words by C-level string methods (`bert.segmenter`, `metaspace.words`), and
+the model maps the whole word list through its cache. The ids are those of the general path.
+"""
+
+from __future__ import annotations
+
+
+def build(pipe):
+    """A callable text -> ids, or None when this pipeline needs the general path."""
+    if pipe.api != "hf" or pipe.norm_matcher is not None:
+        return None
+    enc = getattr(pipe.model, "encode_words", None)
+    if enc is None or not pipe.pre:
+        return None
+    kind = type(pipe.pre[0]).__name__
+    if kind == "CharSplit":
+        from . import bert
+
+        seg = bert.segmenter(pipe.pre)
+        if seg is None:
+            return None
+
+        def words(ntext):
+            return list(filter(None, bert.apply_memo(ntext, seg)[0].split(" ")))
+    elif kind == "MetaspaceStep" and len(pipe.pre) == 1:
+        words = pipe.pre[0].words
+        if words is None:
+            return None
+    else:
+        return None
+    raw, normalizers = pipe.raw_matcher, pipe.normalizers
+
+    def run(text: str) -> list[int]:
+        spans = [(None, 0, len(text))] if raw is None else raw.split(text)
+        ids: list[int] = []
+        for tok, s, e in spans:
+            if tok is not None:
+                ids.append(tok.id)
+            elif e > s:
+                stretch = text[s:e]
+                if normalizers:
+                    stretch = pipe.normalize(stretch)[0]
+                ids.extend(enc(words(stretch)))
+        return ids
+
+    return run

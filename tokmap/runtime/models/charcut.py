@@ -1,0 +1,156 @@
+"""Cut points of a character-level BPE piece that no merge can cross (built with numpy, once).
+
+With no continuing_subword_prefix or end_of_word_suffix, a char that has its own vocabulary token
+starts as that token, and every merge result's string is its two parts' strings joined. A symbol
+spanning the chars a|b is therefore a merge result whose string contains the bigram "ab". So when
+both a and b have their own token and no merge result contains "ab", no merge ever joins across
+a|b: each side merges on its own and the ids are those of the whole piece. (A pending unk is
+flushed by the known char that ends the left side, so the initial symbols split the same way.)
+
+The table holds, from the mapped vocabulary and merge results:
+  char_id  int32[0x110000]: the char's own token id, or -1 (as `VocabFile.lookup` finds it);
+  keys     sorted uint64 bigrams (a << 21 | b) found inside merge results.
+Pieces from 256 chars are cut with it in numpy (`split`); shorter pieces use `cut_regex`, which
+finds the candidate cuts before the usual separators (space marks, whitespace) in C.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+# Separators a cut may precede in the regex path (the numpy path considers every char pair).
+CANDIDATES = "\u2581 \n\t\r"
+
+
+class CutTable:
+    def __init__(self, model):
+        b = np.frombuffer(model.tb, np.uint8)
+        off = np.frombuffer(model.off, np.uint32).astype(np.int64)
+        n_tok = len(off) - 1
+        text = bytes(model.tb).decode("utf-8", "surrogatepass")  # UnicodeDecodeError: no table
+        lead = (b & 0xC0) != 0x80
+        inner = off[(off < len(b))]
+        if not lead[inner].all():
+            raise ValueError("a token boundary splits a UTF-8 sequence")
+        coff = np.concatenate(([0], np.cumsum(lead)))[off]  # char offset of each token boundary
+        cps = np.frombuffer(text.encode("utf-32-le", "surrogatepass"), np.uint32)
+        lens = np.diff(coff)
+        findable = np.zeros(n_tok, bool)
+        findable[np.frombuffer(model.sorted_ids, np.uint32)] = True
+        one = np.flatnonzero((lens == 1) & findable)
+        one_cp = cps[coff[one]]
+        self.char_id = np.full(0x110000, -1, np.int32)
+        self.char_id[one_cp] = one
+        if len(np.unique(one_cp)) != len(one_cp):  # duplicate strings: take lookup()'s choice
+            for cp in set(one_cp.tolist()):
+                i = model.lookup(chr(cp).encode("utf-8", "surrogatepass"))
+                self.char_id[cp] = -1 if i is None else i
+        is_res = np.zeros(n_tok, bool)
+        is_res[np.frombuffer(model.results, np.uint32)] = True
+        tok = np.repeat(np.arange(n_tok), lens)  # token of each char of the joined vocabulary
+        keep = (tok[:-1] == tok[1:]) & is_res[tok[:-1]]
+        c64 = cps.astype(np.uint64)
+        self.keys = np.unique(((c64[:-1] << 21) | c64[1:])[keep])
+        if not len(self.keys):
+            self.keys = np.array([1 << 63], np.uint64)  # no real bigram has this value
+        # With byte fallback and all 256 byte tokens, no char is ever unk: a char without its own
+        # token starts as its <0xHH> tokens, whose strings begin with "<" and end with ">", so the
+        # bigram test uses those two chars for it. If no merge involves a byte token, such a char
+        # alone is just its byte ids (`byte_id`); otherwise it goes through the model.
+        self.byte_id = None
+        self.fallback = False
+        if model.byte_fallback:
+            bt = model._bytes_tokens()
+            if None not in bt:
+                self.fallback = True
+                mk = np.frombuffer(model.keys, np.uint64)
+                bt_arr = np.array(bt, np.uint64)
+                if not (np.isin(mk >> np.uint64(32), bt_arr).any() or np.isin(mk & np.uint64(0xFFFFFFFF), bt_arr).any()):
+                    self.byte_id = np.array(bt, np.int64)
+
+    def cut_regex(self):
+        """A regex matching (empty) before each CANDIDATES char c whose left neighbour b has no
+        "bc" inside a merge result; the caller still checks that b has its own token."""
+        alts = []
+        low = self.keys & np.uint64(0x1FFFFF)
+        for c in CANDIDATES:
+            if self.char_id[ord(c)] < 0:
+                continue
+            bad = {chr(k) for k in (self.keys[low == ord(c)] >> np.uint64(21)).tolist()}
+            bad.add(c)  # a run of c stays whole (and "cc" is usually a merge anyway)
+            if len(bad) > 64:
+                continue
+            alts.append(f"(?<![{''.join(re.escape(x) for x in sorted(bad))}])(?={re.escape(c)})")
+        return re.compile("|".join(alts)) if alts else None
+
+    def split(self, text: str):
+        """(cut positions, per-char ids) of a long piece: cuts are code-point indices, increasing."""
+        cps = np.frombuffer(text.encode("utf-32-le", "surrogatepass"), np.uint32)
+        ids = self.char_id[cps]
+        c64 = cps.astype(np.uint64)
+        unknown = ids < 0
+        if self.byte_id is not None:
+            # Byte tokens never merge: every cut next to a fallback char is safe.
+            k = (c64[:-1] << np.uint64(21)) | c64[1:]
+            j = np.searchsorted(self.keys, k)
+            j[j == len(self.keys)] = 0
+            cut = (self.keys[j] != k) | unknown[:-1] | unknown[1:]
+            return np.flatnonzero(cut) + 1, ids, cps
+        if self.fallback:
+            last = np.where(unknown, np.uint64(ord(">")), c64)
+            first = np.where(unknown, np.uint64(ord("<")), c64)
+            k = (last[:-1] << np.uint64(21)) | first[1:]
+        else:
+            k = (c64[:-1] << np.uint64(21)) | c64[1:]
+        j = np.searchsorted(self.keys, k)
+        j[j == len(self.keys)] = 0
+        cut = self.keys[j] != k
+        if not self.fallback:
+            cut &= (ids[:-1] >= 0) & (ids[1:] >= 0)
+        return np.flatnonzero(cut) + 1, ids, cps
+
+
+def encode_long(text: str, table: CutTable, encode_sub, cache: dict) -> tuple[int, ...]:
+    """Ids of a long piece: one-char parts straight from the table, the others from the model's
+    sub-piece cache or encode_sub."""
+    cuts, ids, cps = table.split(text)
+    n = len(text)
+    starts = np.concatenate(([0], cuts))
+    ends = np.concatenate((cuts, [n]))
+    one = (ends - starts) == 1
+    single = one & (ids[starts] >= 0)
+    fb = one & (ids[starts] < 0) if table.byte_id is not None else np.zeros(len(starts), bool)
+    multi = np.flatnonzero(~(single | fb))
+    strs = [text[s:e] for s, e in zip(starts[multi].tolist(), ends[multi].tolist())]
+    parts = list(map(cache.get, strs))  # mostly hits: one C-level pass
+    if None in parts:
+        for k, w in enumerate(strs):
+            if parts[k] is None:
+                parts[k] = encode_sub(w)
+    counts = np.ones(len(starts), np.int64)
+    plens = np.fromiter(map(len, parts), np.int64, len(parts))
+    counts[multi] = plens
+    if fb.any():
+        # A lone fallback char: its UTF-8 bytes' tokens, gathered from the encoded text.
+        u8 = 1 + (cps >= 0x80).astype(np.int64) + (cps >= 0x800) + (cps >= 0x10000)
+        boff = np.concatenate(([0], np.cumsum(u8)))
+        data = np.frombuffer(text.encode("utf-8", "surrogatepass"), np.uint8)
+        fpos = starts[fb]
+        flen = u8[fpos]
+        counts[fb] = flen
+    pos = np.concatenate(([0], np.cumsum(counts)[:-1]))
+    out = np.empty(int(counts.sum()), np.int64)
+    out[pos[single]] = ids[starts[single]]
+    if fb.any():
+        first = np.concatenate(([0], np.cumsum(flen)[:-1]))
+        within = np.arange(int(flen.sum())) - np.repeat(first, flen)
+        out[np.repeat(pos[fb], flen) + within] = table.byte_id[data[np.repeat(boff[fpos], flen) + within]]
+    if parts:
+        from itertools import chain
+
+        flat = np.fromiter(chain.from_iterable(parts), np.int64, int(plens.sum()))
+        first = np.concatenate(([0], np.cumsum(plens)[:-1]))
+        out[np.repeat(pos[multi] - first, plens) + np.arange(len(flat))] = flat
+    return tuple(out.tolist())
