@@ -52,7 +52,7 @@ def _workers(tok):
 def test_same_ids_in_order(name, exported, docs):
     with tokmap.load(exported(name)) as tok:
         expected = [tok.encode(t) for t in docs]
-        assert len(parallel.plan_chunks(docs, 2)) > 10
+        assert sum(map(len, parallel.plan_chunks(docs, 2))) > 10
         assert tok.encode_batch(docs, num_workers=2) == expected
         assert len(_workers(tok)) == 2
         # three workers, reversed order: still the input's order
@@ -223,3 +223,26 @@ print("ok")
 """
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr
+
+
+def test_plan_and_scheduler_cover_every_document_once():
+    """Shares are contiguous, chunks tile the batch, and stealing hands out every chunk exactly once
+    whatever order the workers ask in (empty documents included)."""
+    import random
+
+    r = random.Random(7)
+    for _ in range(2000):
+        texts = ["x" * r.choice([0, 1, 10, 1000, 20_000, 100_000]) for _ in range(r.randrange(60))]
+        workers = r.choice([1, 2, 3, 4])
+        queues = parallel.plan_chunks(texts, workers)
+        flat = sorted(c for q in queues for c in q)
+        assert [a for a, _ in flat] == ([0] + [b for _, b in flat[:-1]] if flat else [])
+        assert all(b > a for a, b in flat)
+        assert (flat[-1][1] if flat else 0) == len(texts)
+        for q in queues:  # each share is one contiguous run of documents
+            assert all(q[k][1] == q[k + 1][0] for k in range(len(q) - 1))
+        sched = parallel._Scheduler(queues, texts)
+        handed = []
+        while (c := sched.next_for(r.randrange(workers))) is not None:
+            handed.append(c)
+        assert sorted(handed) == flat

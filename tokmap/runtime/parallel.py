@@ -20,9 +20,13 @@ import -> load -> encode path. Decisions, with the reasons measured for issue 4:
   `as_array=True` the caller only wraps the bytes. A pipe copies 4 MB in about a millisecond, so
   shared memory would win nothing worth its clean-up hazards.
 - One chunk in flight per worker: the caller writes a job only to a worker that waits for input,
-  so neither side can block on a full pipe while the other does too. Chunks shrink as the batch
-  drains (guided scheduling: a quarter of what remains per worker) so the last ones end together;
-  results are placed by document index, so the order is the input's.
+  so neither side can block on a full pipe while the other does too.
+- Each worker owns a contiguous share of the batch, cut into chunks that shrink towards its end,
+  and a worker that runs dry takes the last chunk of the share with most left. Handing chunks out
+  first-come (as a plain pool would) cost 15-40% more CPU in the workers than the single process
+  spent, because each worker's piece caches then see text the other one cached: shares keep a
+  repeated batch on the caches that saw it and neighbouring (similar) documents together. Results
+  are placed by document index, so the order is the input's.
 - A batch below PARALLEL_MIN_CHARS characters, or of one document, runs in-process: below that the
   round trips cost more than the second core gives.
 - An exception in a worker is rebuilt in the caller with the same type, args and attributes (no
@@ -66,21 +70,33 @@ def fingerprint(f) -> bytes:
     return bytes(f._mv[: mtok.HEADER.size + len(f.sections) * mtok.ENTRY.size])
 
 
-def plan_chunks(texts, workers: int) -> list[tuple[int, int]]:
-    """Consecutive [start, end) document ranges, large first, shrinking towards the end."""
-    remaining = sum(map(len, texts))
-    chunks, start, size = [], 0, 0
-    target = max(_MIN_CHUNK_CHARS, remaining // (4 * workers))
+def plan_chunks(texts, workers: int) -> list[list[tuple[int, int]]]:
+    """Per worker, its queue of consecutive [start, end) document ranges.
+
+    The batch is cut into `workers` contiguous shares of about equal characters, and each share into
+    chunks that shrink towards its end (each a quarter of what remains of the share), so a worker's
+    last chunks are small and stealing them evens out the finish.
+    """
+    total = sum(map(len, texts))
+    queues: list[list[tuple[int, int]]] = [[] for _ in range(workers)]
+    share, start, size, done = 0, 0, 0, 0
+    left = total // workers  # characters left in the current share
+    target = max(_MIN_CHUNK_CHARS, left // 4)
     for i, t in enumerate(texts):
         size += len(t)
-        if size >= target:
-            chunks.append((start, i + 1))
-            remaining -= size
+        share_end = size >= left and share < workers - 1
+        if size >= target or share_end:
+            queues[share].append((start, i + 1))
+            done += size
+            left -= size
             start, size = i + 1, 0
-            target = max(_MIN_CHUNK_CHARS, remaining // (4 * workers))
+            if share_end or left <= 0:
+                share = min(share + 1, workers - 1)
+                left = (total - done) // (workers - share)
+            target = max(_MIN_CHUNK_CHARS, left // 4)
     if start < len(texts):
-        chunks.append((start, len(texts)))
-    return chunks
+        queues[share].append((start, len(texts)))
+    return queues
 
 
 class _Worker:
@@ -131,18 +147,20 @@ class WorkerPool:
 
     def encode(self, texts, add_special_tokens, kwargs, as_array=False):
         """Every document's ids, in order: lists, or numpy uint32 arrays if as_array."""
-        chunks = plan_chunks(texts, self.size)
+        queues = plan_chunks(texts, self.size)
+        order = sorted(c for q in queues for c in q)
+        index = {c: k for k, c in enumerate(order)}  # chunk -> its place in the output
+        sched = _Scheduler(queues, texts)
         job_payload = pickle.dumps((add_special_tokens, kwargs), 5)
-        results: list = [None] * len(chunks)
+        results: list = [None] * len(order)
         errors: dict[int, BaseException] = {}
         sel = selectors.DefaultSelector()
-        nxt = 0
         try:
             for w in self.workers:
                 sel.register(w.rfd, selectors.EVENT_READ, w)
             for w in self.workers:
-                if w.ready and nxt < len(chunks):
-                    nxt = self._dispatch(w, nxt, chunks, texts, job_payload)
+                if w.ready:
+                    self._dispatch(w, sched, index, texts, job_payload, errors)
             while any(w.job is not None or not w.ready for w in self.workers):
                 events = sel.select(timeout=1.0)
                 if not events:
@@ -164,11 +182,9 @@ class WorkerPool:
                         exc = _rebuild(payload)
                         if not w.ready:
                             raise exc  # the worker could not load the file
-                        errors[done[0]] = exc
-                    # Feed the worker before unpacking, so it computes while the caller copies; after
-                    # an error only earlier chunks still matter (the first failure in order wins).
-                    if nxt < len(chunks) and not errors:
-                        nxt = self._dispatch(w, nxt, chunks, texts, job_payload)
+                        errors[done] = exc
+                    # Feed the worker before unpacking, so it computes while the caller copies.
+                    self._dispatch(w, sched, index, texts, job_payload, errors)
                     if kind == _OK:
                         results[job] = (_unpack_np if as_array else _unpack)(payload, count)
         except BaseException:
@@ -180,14 +196,20 @@ class WorkerPool:
             raise errors[min(errors)]
         return [ids for chunk in results for ids in chunk]
 
-    def _dispatch(self, w: _Worker, nxt: int, chunks, texts, job_payload) -> int:
-        a, b = chunks[nxt]
-        w.job = (nxt, a)
+    def _dispatch(self, w: _Worker, sched, index, texts, job_payload, errors) -> None:
+        # After an error only chunks before the failing one matter: the first failure in input
+        # order is the one the sequential loop would raise.
+        chunk = sched.next_for(w.index)
+        while chunk is not None and errors and index[chunk] > min(errors):
+            chunk = sched.next_for(w.index)
+        if chunk is None:
+            return
+        a, b = chunk
+        w.job = index[chunk]
         try:
-            _send(w.wfd, _JOB, nxt, b - a, job_payload + pickle.dumps(texts[a:b], 5))
+            _send(w.wfd, _JOB, w.job, b - a, job_payload + pickle.dumps(texts[a:b], 5))
         except OSError:  # EPIPE: the worker is gone
             raise w.died() from None
-        return nxt + 1
 
     def close(self) -> None:
         """Stop the workers (their stdin closes and they exit; any that lingers is killed)."""
@@ -220,6 +242,29 @@ def _close_all():
 
 
 # -- framing ----------------------------------------------------------------------------------
+class _Scheduler:
+    """Each worker takes its own share front to back (a repeated batch lands on the caches that
+    saw it); one that runs dry takes the last, smallest chunk of the share with most left."""
+
+    def __init__(self, queues, texts):
+        from collections import deque
+
+        self.queues = [deque(q) for q in queues]
+        self.left = [sum(len(t) for a, b in q for t in texts[a:b]) for q in queues]
+        self.texts = texts
+
+    def next_for(self, w: int):
+        owner = w
+        if not self.queues[w]:
+            busy = [v for v, q in enumerate(self.queues) if q]
+            if not busy:
+                return None
+            owner = max(busy, key=self.left.__getitem__)
+        chunk = self.queues[owner].popleft() if owner == w else self.queues[owner].pop()
+        self.left[owner] -= sum(map(len, self.texts[chunk[0]:chunk[1]]))
+        return chunk
+
+
 def _send(fd: int, kind: int, job: int, count: int, payload) -> None:
     body = memoryview(payload).cast("B")
     head = _FRAME.pack(kind, job, count, body.nbytes)
