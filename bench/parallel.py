@@ -122,7 +122,7 @@ def measure(mtok_path, texts, workers: int = 2, repeat: int = 5, mode: str = "fr
         # What the wall ratio would be with a free core per worker: the single process's CPU time
         # over the busiest worker's (plus the caller's own), run by run. A projection, not a timing.
         "cpu_ratio": sum(single_cpu) / sum(c + max(wc, default=0.0) for c, wc in parallel_cpu),
-        "pool_start_s": start_s,
+        "pool_start_s": start_s, "cpu_runs": [[sc, c, wc] for sc, (c, wc) in zip(single_cpu, parallel_cpu)],
         "loadavg_after": os.getloadavg() if hasattr(os, "getloadavg") else None,
     }
 

@@ -239,7 +239,10 @@ def test_plan_and_scheduler_cover_every_document_once():
         assert [a for a, _ in flat] == ([0] + [b for _, b in flat[:-1]] if flat else [])
         assert all(b > a for a, b in flat)
         assert (flat[-1][1] if flat else 0) == len(texts)
-        for q in queues:  # each share is one contiguous run of documents
+        for q in queues:  # each share is one contiguous run of documents, largest chunks first
+            sizes = [sum(map(len, texts[a:b])) for a, b in q]
+            assert sizes == sorted(sizes, reverse=True)
+            q = sorted(q)
             assert all(q[k][1] == q[k + 1][0] for k in range(len(q) - 1))
         sched = parallel._Scheduler(queues, texts)
         handed = []
