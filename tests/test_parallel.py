@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import pathlib
 import shutil
 import signal
 import subprocess
@@ -249,3 +250,26 @@ def test_plan_and_scheduler_cover_every_document_once():
         while (c := sched.next_for(r.randrange(workers))) is not None:
             handed.append(c)
         assert sorted(handed) == flat
+
+
+def test_workers_import_the_callers_tokmap(exported, tmp_path):
+    """A worker starts where the caller's sys.path and the worker's own would disagree: here the
+    working directory holds a broken `tokmap` the caller never imported."""
+    (tmp_path / "tokmap").mkdir()
+    (tmp_path / "tokmap" / "__init__.py").write_text("raise ImportError('the wrong tokmap')\n")
+    root = str(pathlib.Path(tokmap.__file__).resolve().parent.parent)
+    code = f"""
+import sys
+sys.path.insert(0, {root!r})
+import tokmap
+from tokmap.runtime import parallel
+parallel.PARALLEL_MIN_CHARS = 10
+tok = tokmap.load({str(exported("llama3"))!r})
+docs = ["hello world " * 50, "x = 1" * 90]
+assert tok.encode_batch(docs, num_workers=2) == [tok.encode(t) for t in docs]
+print("ok")
+"""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=tmp_path,
+                       env=env)
+    assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr

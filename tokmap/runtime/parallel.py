@@ -105,21 +105,34 @@ def plan_chunks(texts, workers: int) -> list[list[tuple[int, int]]]:
     return queues
 
 
+# The worker's command: tokmap must come from the caller's copy, whatever the worker's sys.path
+# finds first (an installed tokmap, the current directory); the path is only put first when
+# needed, so the caller's copy never shadows the standard library for nothing.
+_BOOT = ("import sys, importlib.util as u\n"
+         "s = u.find_spec('tokmap')\n"
+         "if s is None or s.origin != {origin!r}: sys.path.insert(0, {root!r})\n"
+         "from tokmap.runtime.parallel import worker_main\n"
+         "worker_main({origin!r})\n")
+
+
+def _tokmap_origin() -> str:
+    import tokmap
+
+    return tokmap.__spec__.origin
+
+
 class _Worker:
     def __init__(self, path: str, fp: bytes, index: int):
         self.index = index
-        env = dict(os.environ)
-        # The worker must import this very tokmap, whatever the caller's sys.path was.
-        root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-        env["PYTHONPATH"] = os.pathsep.join([root] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
-        self.proc = subprocess.Popen(
-            [sys.executable, "-c", "from tokmap.runtime.parallel import worker_main; worker_main()"],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env, bufsize=0)
+        origin = _tokmap_origin()
+        boot = _BOOT.format(origin=origin, root=os.path.dirname(os.path.dirname(origin)))
+        self.proc = subprocess.Popen([sys.executable, "-c", boot], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     bufsize=0)
         self.rfd = self.proc.stdout.fileno()
         self.wfd = self.proc.stdin.fileno()
         _send(self.wfd, _JOB, 0, 0, pickle.dumps((path, fp), 5))
         self.ready = False
-        self.job = None  # (job id, first document) in flight
+        self.job = None  # the output index of the chunk in flight
 
     def died(self) -> TokmapError:
         try:  # its pipe closes a moment before the process can be reaped: give it that moment
@@ -247,7 +260,6 @@ def _close_all():
         pool.close()
 
 
-# -- framing ----------------------------------------------------------------------------------
 class _Scheduler:
     """Each worker takes its own share front to back (a repeated batch lands on the caches that
     saw it); one that runs dry takes the last, smallest chunk of the share with most left."""
@@ -271,6 +283,7 @@ class _Scheduler:
         return chunk
 
 
+# -- framing ----------------------------------------------------------------------------------
 def _send(fd: int, kind: int, job: int, count: int, payload) -> None:
     body = memoryview(payload).cast("B")
     head = _FRAME.pack(kind, job, count, body.nbytes)
@@ -338,16 +351,19 @@ def picklable(obj) -> bool:
 
 def _rebuild(payload) -> BaseException:
     """The worker's exception with its type, args and attributes, without calling __init__."""
-    cls, args, state, where = pickle.loads(payload)
-    exc = cls.__new__(cls, *args)
-    exc.args = args
-    exc.__dict__.update(state)
+    try:
+        cls, args, state, where = pickle.loads(payload)
+        exc = cls.__new__(cls, *args)
+        exc.args = args
+        exc.__dict__.update(state)
+    except Exception as e:  # a class the caller cannot import or build: say what it was
+        return TokmapError(f"a tokmap worker raised an exception the caller cannot rebuild ({e})")
     exc.add_note(where)
     return exc
 
 
 # -- the worker process -----------------------------------------------------------------------
-def worker_main() -> None:
+def worker_main(origin: str) -> None:
     """Load the tokenizer by path, then answer jobs on stdin until it closes."""
     import signal
 
@@ -360,6 +376,8 @@ def worker_main() -> None:
     try:
         from .tokenizer import load
 
+        if _tokmap_origin() != origin:
+            raise TokmapError(f"the worker imported tokmap from {_tokmap_origin()}, the caller from {origin}")
         path, fp = pickle.loads(frame[3])
         tok = load(path)
         if fingerprint(tok._f) != fp:
@@ -404,5 +422,3 @@ def _pack_error(e: BaseException, where: str) -> bytes:
         return pickle.dumps((TokmapError, (f"{type(e).__name__}: {e}",), {}, where), 5)
 
 
-if __name__ == "__main__":
-    worker_main()

@@ -280,6 +280,8 @@ class Tokenizer:
                 or sum(map(len, texts)) < parallel.PARALLEL_MIN_CHARS or not parallel.picklable(kwargs):
             return None
         pool = self._pool
+        if pool is not None and pool.usable and pool.size != num_workers and pool.lock.locked():
+            return None  # another thread is using the pool at its size: leave it be
         if pool is not None and (not pool.usable or pool.size != num_workers):
             if pool.usable:
                 pool.close()
