@@ -1,21 +1,24 @@
 """encode_batch in one process against N worker processes (issue 4: 2 workers >= 1.8x one process).
 
-    python bench/parallel.py [--models llama3,cl100k_base] [--sets lines,corpora] [--workers 2]
-                             [--repeat 5] [--json out.json]
+    python bench/parallel.py [--models llama3,cl100k_base] [--sets lines,en,...] [--workers 2]
+                             [--repeat 5] [--mode fresh|warm|cold] [--json out.json]
 
-Document sets: `lines` groups each corpus's non-empty lines into ~100 documents (600 in all),
-`corpora` is the six corpora as six documents (multi.txt alone is 65% of the bytes, so no number
-of workers can go past ~1.5x on it), `<corpus>` (e.g. `en`) one corpus's lines in ~100 documents.
-Each run times the single process, then the pool, on the same batch; `--mode` says which batch
-(see measure(): by default documents neither side has seen, after a warm-up slice), and the best
-and median MiB/s and ratio over the runs are reported. Machines shared with other jobs make wall-clock ratios noisy, so the CPU
-seconds of both sides are reported too: workers' CPU time well above the single process's means
-overhead, and "CPU ratio" (single-process CPU seconds over the busiest worker's plus the caller's,
-run by run) is the ratio a free core per worker would give -- a projection, not a timing. A wall
-ratio well below it means the cores were busy with something else; on Linux with
-sched_autogroup_enabled=1 (as on the shared dev machine) the scheduler splits CPU between
-sessions, so when other sessions keep both cores busy a session's two workers share the slice one
-process would get and the wall ratio cannot pass ~1.
+Document sets: `lines` groups each corpus's non-empty lines into ~100 documents (499 in all:
+utf8seq.txt is a single line), `<corpus>` (e.g. `en`) one corpus's lines in ~100 documents,
+`corpora` the six corpora as six documents (use it with --mode warm or cold; multi.txt alone is
+65% of the bytes, so no number of workers can pass ~1.5x on it). Each run times the single
+process, then the pool, on the same batch; `--mode` says which batch (see measure(): by default
+documents neither side has seen, after a warm-up slice); the best and median MiB/s and ratios
+over the runs are reported.
+
+Machines shared with other jobs make wall-clock ratios noisy, so CPU seconds are reported too:
+workers' CPU time well above the single process's means overhead, and "CPU ratio" (the single
+process's CPU seconds over the busiest worker's plus the caller's, run by run) is the ratio a free
+core per worker would give -- a projection, not a timing. A wall ratio well below it means the
+cores were busy with something else. On Linux with sched_autogroup_enabled=1 (the shared dev
+machine) the scheduler splits CPU between sessions: while another session keeps a core busy, a
+session's two workers share the one core the single process would have had, and the wall ratio
+cannot pass ~1.
 
 `measure(mtok_path, texts, workers)` is importable: bench/run.py can call it for its figure. It
 widens the CPU affinity for its duration (run.py pins itself to one CPU, which workers inherit).
@@ -70,8 +73,8 @@ def measure(mtok_path, texts, workers: int = 2, repeat: int = 5, mode: str = "fr
     mode "fresh" (default): the documents are dealt into repeat + 1 interleaved slices; slice 0 warms
     both sides (and starts the pool), then each run encodes a slice neither side has seen, so no
     piece cache holds its exact pieces -- a stream of new documents. "warm": the whole list once
-    untimed, then again on each run (each side's caches already hold its pieces). "cold": a new tokenizer and a new pool per run, the pool's
-    start included in the parallel time.
+    untimed, then again on each run (each side's caches already hold its pieces). "cold": a new
+    tokenizer and a new pool per run, the pool's start included in the parallel time.
     """
     texts = list(texts)
     if mode == "fresh":
@@ -145,7 +148,7 @@ def main(argv=None) -> int:
     ap.add_argument("--models", default="llama3,cl100k_base",
                     help="names of .mtok files in --dir, or paths to .mtok files")
     ap.add_argument("--dir", default=str(REPO / "bench" / "out"))
-    ap.add_argument("--sets", default="lines,corpora")
+    ap.add_argument("--sets", default="lines")
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--mode", default="fresh", choices=["fresh", "warm", "cold"], help="see measure()")
@@ -165,7 +168,8 @@ def main(argv=None) -> int:
             runs = " ".join(f"{x:.2f}" for x in r["ratio_runs"])
             print(f"{r['model']:<14} {s:<8} {r['documents']:>5} {r['bytes'] / MiB:>6.2f} "
                   f"{r['single_mibs_best']:>13.2f} {r['parallel_mibs_best']:>13.2f} {r['ratio_best']:>10.2f} "
-                  f"{r['ratio_median']:>7.2f}  {runs:<28} {r['single_cpu_s']:>5.2f}/{r['parallel_cpu_s']:<5.2f} {r['cpu_ratio']:>9.2f} "
+                  f"{r['ratio_median']:>7.2f}  {runs:<28} {r['single_cpu_s']:>5.2f}/{r['parallel_cpu_s']:<5.2f} "
+                  f"{r['cpu_ratio']:>9.2f} "
                   f"{'yes' if r['identical'] else 'NO'}", flush=True)
     if a.json:
         Path(a.json).write_text(json.dumps(results, indent=1))
