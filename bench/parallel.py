@@ -5,8 +5,9 @@
 
 Document sets: `lines` groups each corpus's non-empty lines into ~100 documents (499 in all:
 utf8seq.txt is a single line), `<corpus>` (e.g. `en`) one corpus's lines in ~100 documents,
-`corpora` the six corpora as six documents (use it with --mode warm or cold; multi.txt alone is
-65% of the bytes, so no number of workers can pass ~1.5x on it). Each run times the single
+`corpora` the six corpora as six documents (use it with --mode warm or cold: six documents cannot
+be dealt into fresh slices; multi.txt is 65% of the bytes but not of the time, so two workers
+still balance). Each run times the single
 process, then the pool, on the same batch; `--mode` says which batch (see measure(): by default
 documents neither side has seen, after a warm-up slice); the best and median MiB/s and ratios
 over the runs are reported.
