@@ -111,6 +111,7 @@ class Tokenizer:
         self._pipeline = None
         self._added = None
         self._holes = None
+        self._pool = None
 
     # -- loading helpers ----------------------------------------------------------------------
     def _json_section(self, sid, typ):
@@ -242,12 +243,71 @@ class Tokenizer:
             return Encoding(ids, [0] * len(ids), [(0, 0)] * len(ids), [0] * len(ids), [1] * len(ids))
         return self.pipeline.encode_full(text, pair, add_special_tokens)
 
-    def encode_batch(self, texts, add_special_tokens: bool = True, **kwargs):
-        """encode() over a list; results in order. (tokenizer.json padding applies batch-wide.)"""
-        if self.api == "hf" and self.meta.get("padding"):
-            encs = [self.encode_full(t, None, add_special_tokens) for t in texts]
-            return [e.ids for e in postprocess.pad_batch(encs, self.meta["padding"])]
-        return [self.encode(t, add_special_tokens, **kwargs) for t in texts]
+    def encode_batch(self, texts, add_special_tokens: bool = True, *, allowed_special=None, disallowed_special=None,
+                     as_array: bool = False, num_workers: int | None = None):
+        """encode() over a list; results in order, each exactly what encode() gives.
+
+        tokenizer.json padding applies batch-wide (to the longest, as tokenizers' encode_batch).
+        num_workers=N (N >= 2) spreads a large batch over N worker processes that map the same file
+        (started on first use, kept until close()); the default runs in this process.
+        """
+        texts = texts if isinstance(texts, list) else list(texts)
+        kwargs = {"allowed_special": allowed_special, "disallowed_special": disallowed_special}
+        padding = self.meta.get("padding") if self.api == "hf" else None
+        pool = self._pool_for(texts, num_workers, kwargs)
+        # A second thread calling while the pool is busy runs in-process rather than wait.
+        if pool is not None and pool.lock.acquire(blocking=False):
+            try:
+                ids = pool.encode(texts, add_special_tokens, kwargs, as_array=as_array and not padding)
+            finally:
+                pool.lock.release()
+            if as_array and not padding:
+                return ids
+        else:
+            ids = [self.encode(t, add_special_tokens, **kwargs) for t in texts]
+        if padding:
+            # Padding looks only at each sequence's length, so ids-only Encodings pad exactly.
+            encs = [Encoding(x, [], [], [], []) for x in ids]
+            ids = [e.ids for e in postprocess.pad_batch(encs, padding)]
+        return [_as_array(x) for x in ids] if as_array else ids
+
+    def _pool_for(self, texts, num_workers, kwargs):
+        """The worker pool when this batch is worth sending to one, else None (in-process)."""
+        if num_workers is None:
+            return None
+        if isinstance(num_workers, bool) or not isinstance(num_workers, int) or num_workers < 1:
+            raise ArgumentError(f"num_workers must be a positive int or None, got {num_workers!r}")
+        if num_workers == 1:
+            return None
+        from . import parallel
+
+        # Anything unusual runs in-process, where it fails or succeeds exactly as encode() does:
+        # a non-str document, arguments that do not pickle.
+        if len(texts) < 2 or not all(type(t) is str for t in texts) \
+                or sum(map(len, texts)) < parallel.PARALLEL_MIN_CHARS or not parallel.picklable(kwargs):
+            return None
+        pool = self._pool
+        if pool is not None and pool.usable and pool.size != num_workers and pool.lock.locked():
+            return None  # another thread is using the pool at its size: leave it be
+        if pool is not None and (not pool.usable or pool.size != num_workers):
+            if pool.usable:
+                pool.close()
+            pool = None
+        if pool is None:
+            pool = self._pool = parallel.WorkerPool(self.path, parallel.fingerprint(self._f), num_workers)
+        return pool
+
+    def close(self) -> None:
+        """Stop the encode_batch worker processes, if any were started. The tokenizer stays usable."""
+        pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
 
     def _no_tiktoken_args(self, allowed, disallowed):
         if allowed is not None or disallowed is not None:

@@ -1,0 +1,275 @@
+"""encode_batch over worker processes: the same ids in the same order as the in-process loop, the
+same kwargs and errors, and a pool that is reused, closed, and survives neither a dead worker nor
+a fork of its owner unnoticed.
+
+The size thresholds are lowered here so that a few hundred KB of real text is cut into many
+chunks; what is sent and how it comes back does not depend on them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+
+import pytest
+
+import tokmap
+from tokmap.runtime import parallel
+
+from conftest import export_variant, model_source
+
+
+@pytest.fixture(autouse=True)
+def small_chunks(monkeypatch):
+    monkeypatch.setattr(parallel, "PARALLEL_MIN_CHARS", 1000)
+    monkeypatch.setattr(parallel, "_MIN_CHUNK_CHARS", 2000)
+
+
+@pytest.fixture(scope="module")
+def docs(corpus):
+    """~300 documents from 0 characters to ~100K, shuffled so large and small ones interleave."""
+    import random
+
+    out = ["", "a", " ", "\n\n"]
+    for c, step in (("en", 7), ("code", 40), ("wagahai", 3), ("multi", 25)):
+        lines = [ln for ln in corpus(c).split("\n") if ln][:1000]
+        out += ["\n".join(lines[i:i + step]) for i in range(0, len(lines), step)]
+    out.append(corpus("en")[:100_000])
+    random.Random(4).shuffle(out)
+    return out
+
+
+def _workers(tok):
+    return [w.proc for w in tok._pool.workers]
+
+
+@pytest.mark.parametrize("name", ["llama3", "cl100k_base"])
+def test_same_ids_in_order(name, exported, docs):
+    with tokmap.load(exported(name)) as tok:
+        expected = [tok.encode(t) for t in docs]
+        assert sum(map(len, parallel.plan_chunks(docs, 2))) > 10
+        assert tok.encode_batch(docs, num_workers=2) == expected
+        assert len(_workers(tok)) == 2
+        # three workers, reversed order: still the input's order
+        assert tok.encode_batch(docs[::-1], num_workers=3) == expected[::-1]
+
+
+def test_kwargs_pass_through_hf(exported, docs):
+    with tokmap.load(exported("llama3")) as tok:
+        assert tok.encode_batch(docs, add_special_tokens=False, num_workers=2) == \
+            [tok.encode(t, add_special_tokens=False) for t in docs]
+        arrays = tok.encode_batch(docs, num_workers=2, as_array=True)
+        assert [a.dtype.name for a in arrays[:3]] == ["uint32"] * 3
+        assert [a.tolist() for a in arrays] == [tok.encode(t) for t in docs]
+        arrays[0][:1] = 7  # writable, as the in-process arrays are
+        with pytest.raises(tokmap.ArgumentError) as par:
+            tok.encode_batch(docs, allowed_special="all", num_workers=2)
+        with pytest.raises(tokmap.ArgumentError) as seq:
+            tok.encode_batch(docs, allowed_special="all")
+        assert str(par.value) == str(seq.value)
+
+
+def test_kwargs_pass_through_tiktoken(exported, docs):
+    docs = [d + " <|endoftext|> x<|fim_prefix|>" if i % 5 == 0 else d for i, d in enumerate(docs)]
+    with tokmap.load(exported("cl100k_base")) as tok:
+        for kw in ({"allowed_special": "all"}, {"allowed_special": {"<|endoftext|>"}, "disallowed_special": ()},
+                   {"disallowed_special": ()}):
+            assert tok.encode_batch(docs, num_workers=2, **kw) == [tok.encode(t, **kw) for t in docs], kw
+
+
+def test_worker_error_is_the_sequential_one(exported, docs):
+    """The first failing document in input order raises, with the same type and message."""
+    docs = list(docs)
+    docs[len(docs) // 2] += " <|fim_suffix|>"
+    docs[-1] += " <|endoftext|>"  # fails too, in a later chunk: must not win
+    with tokmap.load(exported("cl100k_base")) as tok:
+        with pytest.raises(tokmap.EncodeError) as seq:
+            tok.encode_batch(docs)
+        with pytest.raises(tokmap.EncodeError) as par:
+            tok.encode_batch(docs, num_workers=2)
+        assert str(par.value) == str(seq.value) and "<|fim_suffix|>" in str(par.value)
+        pool = tok._pool
+        assert pool.usable  # an encode error is the document's fault, not the pool's
+        assert tok.encode_batch(docs[:10] * 20, allowed_special="all", num_workers=2) == \
+            [tok.encode(t, allowed_special="all") for t in docs[:10] * 20]
+        assert tok._pool is pool
+
+
+def test_exception_rebuilt_without_init():
+    """FormatError's __init__ takes other arguments than its args: it must still come back whole."""
+    e = tokmap.FormatError("/x.mtok", "bad", section="meta", offset=64)
+    back = parallel._rebuild(parallel._pack_error(e, "raised in a worker"))
+    assert type(back) is tokmap.FormatError and str(back) == str(e)
+    assert (back.path, back.section, back.offset) == ("/x.mtok", "meta", 64)
+
+
+def test_batch_padding_matches_tokenizers(testdata, tmp_path, docs):
+    """tokenizer.json padding applies batch-wide: to the longest document of the whole batch."""
+    doc = json.loads(model_source(testdata, "minilm").read_text(encoding="utf-8"))
+    doc["truncation"] = None
+    doc["padding"]["strategy"] = "BatchLongest"
+    ref, tok = export_variant(doc, tmp_path, "minilm-longest")
+    texts = docs[:120]
+    expected = [e.ids for e in ref.encode_batch(texts)]
+    with tok:
+        assert tok.encode_batch(texts, num_workers=2) == expected
+        assert tok.encode_batch(texts) == expected
+        assert [a.tolist() for a in tok.encode_batch(texts, num_workers=2, as_array=True)] == expected
+
+
+def test_pool_reused_resized_and_closed(exported, docs):
+    tok = tokmap.load(exported("llama3"))
+    tok.encode_batch(docs, num_workers=2)
+    pool, procs = tok._pool, _workers(tok)
+    tok.encode_batch(docs, num_workers=2)
+    assert tok._pool is pool and [p.pid for p in _workers(tok)] == [p.pid for p in procs]
+    tok.encode_batch(docs, num_workers=3)  # another size: a new pool, the old one stopped
+    assert len(_workers(tok)) == 3 and all(p.poll() is not None for p in procs)
+    procs = _workers(tok)
+    tok.close()
+    assert tok._pool is None and all(p.poll() is not None for p in procs)
+    assert tok.encode_batch(docs[:50], num_workers=2) == [tok.encode(t) for t in docs[:50]]  # starts anew
+    with tok:
+        procs = _workers(tok)
+    assert all(p.poll() is not None for p in procs)
+
+
+def test_small_batches_stay_in_process(exported):
+    with tokmap.load(exported("llama3")) as tok:
+        assert tok.encode_batch(["Hello world", "x" * 500], num_workers=2) == \
+            [tok.encode("Hello world"), tok.encode("x" * 500)]
+        assert tok.encode_batch(["y" * 5000], num_workers=2) == [tok.encode("y" * 5000)]
+        assert tok._pool is None
+
+
+def test_bad_arguments(exported, docs):
+    with tokmap.load(exported("llama3")) as tok:
+        for bad in (0, -2, "2", 2.0, True):
+            with pytest.raises(tokmap.ArgumentError):
+                tok.encode_batch(docs, num_workers=bad)
+        with pytest.raises(TypeError):
+            tok.encode_batch(docs, num_workers=2, bogus=1)
+        # a non-str document fails exactly as in-process (the batch does not go to the workers)
+        with pytest.raises(tokmap.ArgumentError, match="expected str, got int"):
+            tok.encode_batch(docs + [3], num_workers=2)
+        assert tok._pool is None
+
+
+def test_dead_worker_between_calls(exported, docs):
+    with tokmap.load(exported("llama3")) as tok:
+        tok.encode_batch(docs, num_workers=2)
+        victim = _workers(tok)[1]
+        victim.kill()
+        victim.wait()
+        with pytest.raises(tokmap.TokmapError, match=f"worker process 1 \\(pid {victim.pid}\\) exited"):
+            tok.encode_batch(docs, num_workers=2)
+        assert tok.encode_batch(docs, num_workers=2) == [tok.encode(t) for t in docs]  # a fresh pool
+
+
+def test_dead_worker_during_a_call(exported, docs):
+    """Worker 0 is stopped, so its first chunk cannot finish; killing it must end the call."""
+    with tokmap.load(exported("llama3")) as tok:
+        tok.encode_batch(docs, num_workers=2)
+        victim = _workers(tok)[0]
+        os.kill(victim.pid, signal.SIGSTOP)
+        timer = threading.Timer(0.5, victim.kill)
+        timer.start()
+        try:
+            with pytest.raises(tokmap.TokmapError, match="worker process 0 .*exited with code -9"):
+                tok.encode_batch(docs[:200], num_workers=2)
+        finally:
+            timer.join()
+        assert tok._pool is None or not tok._pool.usable
+
+
+def test_replaced_file_is_refused(exported, docs, tmp_path):
+    path = tmp_path / "model.mtok"
+    shutil.copy(exported("llama3"), path)
+    with tokmap.load(path) as tok:
+        os.replace(shutil.copy(exported("cl100k_base"), tmp_path / "other.mtok"), path)
+        with pytest.raises(tokmap.TokmapError, match="changed since the caller loaded it"):
+            tok.encode_batch(docs, num_workers=2)
+        assert tok.encode_batch(docs[:5]) == [tok.encode(t) for t in docs[:5]]
+
+
+def test_forked_child_gets_its_own_pool(exported, tmp_path):
+    """A fork of the owner must not talk to the owner's workers (it starts its own pool)."""
+    code = f"""
+import os, sys
+import tokmap
+from tokmap.runtime import parallel
+parallel.PARALLEL_MIN_CHARS = 10
+tok = tokmap.load({str(exported("llama3"))!r})
+docs = ["hello world " * 50, "日本語 " * 80, "x = 1\\n" * 90] * 4
+expected = [tok.encode(t) for t in docs]
+assert tok.encode_batch(docs, num_workers=2) == expected
+owner = [w.proc.pid for w in tok._pool.workers]
+pid = os.fork()
+if pid == 0:
+    ok = tok.encode_batch(docs, num_workers=2) == expected
+    ok = ok and not {{w.proc.pid for w in tok._pool.workers}} & set(owner)
+    tok.close()
+    os._exit(0 if ok else 3)
+_, status = os.waitpid(pid, 0)
+assert os.waitstatus_to_exitcode(status) == 0, status
+assert tok.encode_batch(docs, num_workers=2) == expected
+assert [w.proc.pid for w in tok._pool.workers] == owner
+print("ok")
+"""
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr
+
+
+def test_plan_and_scheduler_cover_every_document_once():
+    """Shares are contiguous, chunks tile the batch, and stealing hands out every chunk exactly once
+    whatever order the workers ask in (empty documents included)."""
+    import random
+
+    r = random.Random(7)
+    for _ in range(2000):
+        texts = ["x" * r.choice([0, 1, 10, 1000, 20_000, 100_000]) for _ in range(r.randrange(60))]
+        workers = r.choice([1, 2, 3, 4])
+        queues = parallel.plan_chunks(texts, workers)
+        flat = sorted(c for q in queues for c in q)
+        assert [a for a, _ in flat] == ([0] + [b for _, b in flat[:-1]] if flat else [])
+        assert all(b > a for a, b in flat)
+        assert (flat[-1][1] if flat else 0) == len(texts)
+        for q in queues:  # each share is one contiguous run of documents, largest chunks first
+            sizes = [sum(map(len, texts[a:b])) for a, b in q]
+            assert sizes == sorted(sizes, reverse=True)
+            q = sorted(q)
+            assert all(q[k][1] == q[k + 1][0] for k in range(len(q) - 1))
+        sched = parallel._Scheduler(queues, texts)
+        handed = []
+        while (c := sched.next_for(r.randrange(workers))) is not None:
+            handed.append(c)
+        assert sorted(handed) == flat
+
+
+def test_workers_import_the_callers_tokmap(exported, tmp_path):
+    """A worker starts where the caller's sys.path and the worker's own would disagree: here the
+    working directory holds a broken `tokmap` the caller never imported."""
+    (tmp_path / "tokmap").mkdir()
+    (tmp_path / "tokmap" / "__init__.py").write_text("raise ImportError('the wrong tokmap')\n")
+    root = str(pathlib.Path(tokmap.__file__).resolve().parent.parent)
+    code = f"""
+import sys
+sys.path.insert(0, {root!r})
+import tokmap
+from tokmap.runtime import parallel
+parallel.PARALLEL_MIN_CHARS = 10
+tok = tokmap.load({str(exported("llama3"))!r})
+docs = ["hello world " * 50, "x = 1" * 90]
+assert tok.encode_batch(docs, num_workers=2) == [tok.encode(t) for t in docs]
+print("ok")
+"""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=tmp_path,
+                       env=env)
+    assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr
