@@ -7,7 +7,7 @@ documents of about equal size, plus the six corpora whole (so a few large docume
 small ones). The measurement itself belongs to `bench/parallel.py` (`measure(mtok_path, texts, workers)
 -> dict`, written next to the runtime's `encode_batch(texts, num_workers=...)`). This module runs it in a
 child process that may use every CPU (the main bench is pinned to one), once with 1 worker and once
-with N, and reports the ratio of the times. Without bench/parallel.py, a runtime whose
+with N, and reports the median ratio of throughputs over REPEAT runs. Without bench/parallel.py, a runtime whose
 `encode_batch` takes `num_workers` is timed directly; otherwise the result is "not available".
 """
 
@@ -24,8 +24,7 @@ from pathlib import Path
 DOC_GROUPS = 100
 HERE = Path(__file__).resolve().parent
 CHILD_TIMEOUT_S = 600
-TIME_KEYS = ("seconds", "wall_s", "elapsed_s", "time_s", "wall_seconds", "elapsed", "time", "s")
-RATE_KEYS = ("mib_s", "mibs", "MiB/s", "throughput_mibs", "throughput")
+REPEAT = 5
 
 
 def documents(td: Path, corpora: list[str]) -> list[str]:
@@ -43,25 +42,6 @@ def documents(td: Path, corpora: list[str]) -> list[str]:
     if cur:
         docs.append("\n".join(cur))
     return docs + whole
-
-
-def _seconds(d: dict, nbytes: int) -> float | None:
-    for k in TIME_KEYS:
-        if isinstance(d.get(k), (int, float)) and d[k] > 0:
-            return float(d[k])
-    for k in RATE_KEYS:
-        if isinstance(d.get(k), (int, float)) and d[k] > 0:
-            return nbytes / (1 << 20) / float(d[k])
-    return None
-
-
-def _identical(d1: dict, d2: dict) -> bool | None:
-    for k in ("identical", "ids_equal", "equal", "same", "ok"):
-        if isinstance(d2.get(k), bool):
-            return d2[k]
-    if "ids" in d1 and "ids" in d2:
-        return [list(x) for x in d1["ids"]] == [list(x) for x in d2["ids"]]
-    return None
 
 
 def _strip(d: dict) -> dict:
@@ -88,15 +68,15 @@ def child_main(mtok: str, workers: int, corpora: list[str]) -> dict:
     info = {"documents": len(texts), "bytes": nbytes, "cpus_allowed": cpus, "workers": workers}
     if (HERE / "parallel.py").exists():
         import parallel
-        r1 = parallel.measure(mtok, texts, 1)
-        rn = parallel.measure(mtok, texts, workers)
-        s1, sn = _seconds(r1, nbytes), _seconds(rn, nbytes)
-        info.update(source="bench/parallel.py", single=_strip(r1), parallel=_strip(rn),
-                    single_s=s1, parallel_s=sn, identical=_identical(r1, rn))
-        if not (s1 and sn):
-            info.update(status="error", reason=f"bench/parallel.py measure() gave no time I can read: keys "
-                                               f"{sorted(r1)}; expected one of {TIME_KEYS} or {RATE_KEYS}")
-            return info
+        # One call times both sides on the same slices of new documents (mode "fresh": no piece
+        # cache holds a run's exact pieces), alternating single process and N workers per run.
+        r = parallel.measure(mtok, texts, workers, repeat=REPEAT, mode="fresh")
+        info.update(source=f"bench/parallel.py measure(mode='fresh', repeat={REPEAT})", detail=_strip(r),
+                    identical=r["identical"])
+        info.update(status="ok", speedup=r["ratio_median"], speedup_best=r["ratio_best"],
+                    single_mibs=r["single_mibs_median"], parallel_mibs=r["parallel_mibs_median"],
+                    cpu_ratio=r.get("cpu_ratio"))
+        return info
     else:
         import tokmap
         tok = tokmap.load(mtok)
