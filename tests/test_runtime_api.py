@@ -144,6 +144,11 @@ def test_user_errors_are_not_reported_as_corruption(gpt2):
         with pytest.raises(tokmap.ArgumentError) as e:
             call()
         assert isinstance(e.value, TypeError) and not isinstance(e.value, tokmap.FormatError)
+    # A call the signature refuses is Python's own TypeError, not "corrupted data".
+    for call in (lambda: tok.encode("x", foo=1), lambda: tok.decode([1], 2, 3), lambda: tok.encode_full()):
+        with pytest.raises(TypeError) as e:
+            call()
+        assert not isinstance(e.value, tokmap.TokmapError), e.value
 
 
 def test_normalization_tables_only_when_needed(exported, testdata, tmp_path):

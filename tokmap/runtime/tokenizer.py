@@ -60,6 +60,8 @@ def _guard(fn):
             raise
         except (IndexError, KeyError, ValueError, TypeError, OverflowError, RecursionError, MemoryError,
                 UnicodeError, re.error) as e:
+            if isinstance(e, TypeError) and e.__traceback__.tb_next is None:
+                raise  # the call itself failed (an unknown keyword, say): the caller's mistake
             self._f.verify()  # a damaged section is the likely cause: name it if its checksum fails
             raise FormatError(self.path, f"corrupted data while running {fn.__name__}: {type(e).__name__}: {e} "
                               f"(run `tokmap verify` on the file)") from e
