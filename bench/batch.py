@@ -2,9 +2,9 @@
 
     python bench/batch.py [--model llama3] [--workers 2]        # standalone, prints JSON
 
-The documents: every non-empty line of the six corpora, in corpus order, grouped into DOC_GROUPS
-documents of about equal size, plus the six corpora whole (so a few large documents sit among many
-small ones). The measurement itself belongs to `bench/parallel.py` (`measure(mtok_path, texts, workers)
+The documents: bench/parallel.py's "lines" set, each corpus's non-empty lines grouped into ~100
+documents (499 in all), dealt into fresh slices so that no run sees text its caches hold. (Without
+bench/parallel.py: the lines of the six corpora in DOC_GROUPS documents plus the six corpora whole.) The measurement itself belongs to `bench/parallel.py` (`measure(mtok_path, texts, workers)
 -> dict`, written next to the runtime's `encode_batch(texts, num_workers=...)`). This module runs it in a
 child process that may use every CPU (the main bench is pinned to one), once with 1 worker and once
 with N, and reports the median ratio of throughputs over REPEAT runs. Without bench/parallel.py, a runtime whose
@@ -63,7 +63,13 @@ def child_main(mtok: str, workers: int, corpora: list[str]) -> dict:
         pass
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     import common
-    texts = documents(common.testdata_dir(), corpora)
+    if (HERE / "parallel.py").exists():
+        import parallel
+        # Many documents, so that each fresh slice holds dozens (a whole corpus as one document
+        # would make one slice a single document, which no number of workers can split).
+        texts = parallel.documents(common.testdata_dir(), "lines")
+    else:
+        texts = documents(common.testdata_dir(), corpora)
     nbytes = sum(len(t.encode("utf-8")) for t in texts)
     info = {"documents": len(texts), "bytes": nbytes, "cpus_allowed": cpus, "workers": workers}
     if (HERE / "parallel.py").exists():
