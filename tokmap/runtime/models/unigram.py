@@ -15,9 +15,8 @@ never at load; whole pieces are memoised, as in the BPE runtime.
 
 from __future__ import annotations
 
-from itertools import chain
-
 from ... import mtok
+from . import encode_cached
 from .vocab import VocabFile
 from ...errors import EncodeError
 
@@ -74,18 +73,7 @@ class Unigram(VocabFile):
 
     def encode_words(self, words: list[str]) -> list[int]:
         """Ids of many pieces at once: one C-level pass of dict lookups, misses filled after."""
-        cache = self.ids_cache
-        parts = list(map(cache.get, words))
-        if None in parts:
-            if len(cache) > 1 << 16:
-                cache.clear()
-            for k, w in enumerate(words):
-                if parts[k] is None:
-                    ids = self._encode(w)[0]
-                    if len(w) <= 64:
-                        cache[w] = ids
-                    parts[k] = ids
-        return list(chain.from_iterable(parts))
+        return encode_cached(self.ids_cache, words, self.encode_piece)
 
     def piece_offsets(self, text: str, toks) -> list[tuple[int, int]]:
         return list(self._encode(text)[1])

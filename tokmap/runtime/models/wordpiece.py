@@ -8,8 +8,7 @@ Vocabulary lookups binary-search SORTED_IDS in the mapped file; results are memo
 
 from __future__ import annotations
 
-from itertools import chain
-
+from . import encode_cached
 from .vocab import VocabFile
 
 
@@ -74,13 +73,4 @@ class WordPiece(VocabFile):
 
     def encode_words(self, words: list[str]) -> list[int]:
         """Ids of many pieces at once: one C-level pass of dict lookups, misses filled after."""
-        cache = self.ids_cache
-        parts = list(map(cache.get, words))
-        if None in parts:
-            for k, w in enumerate(words):
-                if parts[k] is None:
-                    ids = self._encode(w)[0]
-                    if len(w) <= 64:
-                        cache[w] = ids
-                    parts[k] = ids
-        return list(chain.from_iterable(parts))
+        return encode_cached(self.ids_cache, words, self.encode_piece)
