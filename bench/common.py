@@ -7,6 +7,8 @@ variables at import. Everything else here is plain data about where things live.
 
 from __future__ import annotations
 
+import math
+
 import datetime
 import os
 import platform
@@ -198,3 +200,16 @@ def extract_section(doc: str) -> str | None:
     if start != -1 and end > start:
         return doc[start:end + len(COLD_END)]
     return None
+
+
+def fmt_ratio(x: float | None) -> str:
+    """A tokmap/peer ratio for the tables: 12.3×, 0.45×, or 1/N below 0.1."""
+    if x is None or not math.isfinite(x):
+        return "—"
+    if x >= 100:
+        return f"{x:,.0f}×"
+    if x >= 10:
+        return f"{x:.1f}×"
+    if x >= 0.1:
+        return f"{x:.2f}×"
+    return f"1/{1 / x:,.0f}"

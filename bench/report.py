@@ -13,6 +13,7 @@ import os
 from pathlib import Path
 
 import common
+from common import fmt_ratio
 import targets
 
 MiB = 1 << 20
@@ -34,18 +35,6 @@ def fmt_ms(x: float) -> str:
 
 def fmt_rate(x: float) -> str:
     return f"{x:.2f}" if x < 10 else f"{x:.1f}" if x < 100 else f"{x:,.0f}"
-
-
-def fmt_ratio(x: float | None) -> str:
-    if x is None or not math.isfinite(x):
-        return "—"
-    if x >= 100:
-        return f"{x:,.0f}×"
-    if x >= 10:
-        return f"{x:.1f}×"
-    if x >= 0.1:
-        return f"{x:.2f}×"
-    return f"1/{1 / x:,.0f}"
 
 
 def fmt_size(n: int) -> str:

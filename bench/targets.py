@@ -7,10 +7,9 @@ cannot read the file, skipped by a time cap, not part of this run).
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
-from common import CORPORA
+from common import CORPORA, fmt_ratio
 
 TINY = 1e-12
 
@@ -58,18 +57,6 @@ def target_corpora(model: str) -> list[str]:
 
 
 # -- formatting ------------------------------------------------------------------------------------
-
-def _ratio(x: float | None) -> str:
-    if x is None or not math.isfinite(x):
-        return "—"
-    if x >= 100:
-        return f"{x:,.0f}×"
-    if x >= 10:
-        return f"{x:.1f}×"
-    if x >= 0.1:
-        return f"{x:.2f}×"
-    return f"1/{1 / x:,.0f}"
-
 
 def _verdict(ok: bool | None) -> str:
     return "—" if ok is None else ("met" if ok else "**not met**")
@@ -126,7 +113,7 @@ def throughput_cells(results: dict, t: Throughput) -> list[dict]:
                     # the peer needs more than the cap for one call: tokmap's time gives a lower bound
                     low = pr["over_s"] / max(tm[f"{mode}_s"], TINY)
                     cell.update(ratio=low, ok=True if low >= t.minimum else None, bound=True,
-                                text=f"≥ {_ratio(low)} " + ("met" if low >= t.minimum else "(no verdict)") +
+                                text=f"≥ {fmt_ratio(low)} " + ("met" if low >= t.minimum else "(no verdict)") +
                                      f" ({t.peer} > {pr['over_s']:.0f} s, skipped)")
                     continue
                 if pr.get("status") != "ok":
@@ -134,7 +121,7 @@ def throughput_cells(results: dict, t: Throughput) -> list[dict]:
                     cell["na"] = True
                     continue
                 r = tm[f"{mode}_mibs"] / pr[f"{mode}_mibs"]
-                cell.update(ratio=r, ok=r >= t.minimum, text=f"{_ratio(r)} {_verdict(r >= t.minimum)}")
+                cell.update(ratio=r, ok=r >= t.minimum, text=f"{fmt_ratio(r)} {_verdict(r >= t.minimum)}")
     return cells
 
 
@@ -174,7 +161,7 @@ def _throughput_summary(results: dict, t: Throughput) -> tuple[str, str, str]:
     worst = min(judged, key=lambda c: c["ratio"] or 0, default=None)
     fig = f"{met} of {len(judged)} cells"
     if worst:
-        fig += f"; lowest {_ratio(worst['ratio'])} ({worst['model']} {worst['corpus']} {worst['mode']})"
+        fig += f"; lowest {fmt_ratio(worst['ratio'])} ({worst['model']} {worst['corpus']} {worst['mode']})"
     if na:
         fig += f"; {na} n/a (peer cannot read the file)"
     if missing:
@@ -259,7 +246,7 @@ def _hostile_table(results: dict) -> list[str]:
         vs = []
         for key in ("vs_ref_small", "vs_ref_big"):
             v = r[key]
-            vs.append(f"{_ratio(v)} {_verdict(v <= 1.0)}" if v else "—")
+            vs.append(f"{fmt_ratio(v)} {_verdict(v <= 1.0)}" if v else "—")
         eq = {True: "yes", False: "**no**", None: "—"}[r["ids_equal"]]
         lines.append(f"| {r['model']} | {CASE_LABEL.get(r['case'], r['case'])} | "
                      f"{_hostile_cell(r['tm'], r['small'])} | {_hostile_cell(r['tm'], r['big'])} | {sc_txt} | "
@@ -304,7 +291,7 @@ def _short_table(results: dict) -> list[str]:
             elif "median_us" not in ps:
                 cells.append("error")
             else:
-                cell = f"{ps['median_us']:.1f} ({_ratio(tm['median_us'] / ps['median_us'])})"
+                cell = f"{ps['median_us']:.1f} ({fmt_ratio(tm['median_us'] / ps['median_us'])})"
                 if ps.get("ids_equal") is False:
                     cell += " ids differ"
                     notes.append(f"{m['name']} / {p}: {ps.get('diff', '')}")
@@ -339,7 +326,7 @@ def summary_rows(results: dict) -> list[tuple[str, str, str, str]]:
         worst = max(vs, key=lambda r: r["vs_ref"], default=None)
         fig = f"{sum(1 for r in vs if r['vs_ref'] <= 1)} of {len(vs)} inputs"
         if worst:
-            fig += f"; slowest {_ratio(worst['vs_ref'])} of {worst['ref']} ({worst['model']}, {worst['case']})"
+            fig += f"; slowest {fmt_ratio(worst['vs_ref'])} of {worst['ref']} ({worst['model']}, {worst['case']})"
         rows.append(("Hostile input: never slower than the reference (tokenizers; tiktoken for .tiktoken)",
                      "tokmap/ref ≤ 1× at both sizes", fig, _verdict(all(r["vs_ref"] <= 1 for r in vs)) if vs else "—"))
         eq = [r for r in hr if r["ids_equal"] is not None]
@@ -365,7 +352,7 @@ def summary_rows(results: dict) -> list[tuple[str, str, str, str]]:
             r = cold_start.wall_ratio(cs, g, "tokie")
             tm = next((x for x in cs["rows"] if x["group"] == g and x["label"].startswith("tokmap")), None)
             tk = next((x for x in cs["rows"] if x["group"] == g and x["label"].startswith("tokie")), None)
-            fig = (f"{_ratio(r)} ({tm['median_ms']:.0f} ms vs {tk['median_ms']:.0f} ms)" if r else "not measured")
+            fig = (f"{fmt_ratio(r)} ({tm['median_ms']:.0f} ms vs {tk['median_ms']:.0f} ms)" if r else "not measured")
             rows.append((f"Cold start of a whole process, {g}: tokmap ÷ tokie wall time",
                          f"≤ {COLD_START_MAX:g}×", fig, _verdict(r <= COLD_START_MAX) if r else "—"))
         else:
@@ -386,7 +373,7 @@ def summary_rows(results: dict) -> list[tuple[str, str, str, str]]:
     a, k = fs.get("mtok"), fs.get("tkz")
     if a and k:
         rows.append((f"File size: {FILE_SIZE_MODEL}.mtok vs tokie's {FILE_SIZE_MODEL}.tkz", "≤ 1×",
-                     f"{a / (1 << 20):.2f} MiB vs {k / (1 << 20):.2f} MiB = {_ratio(a / k)}", _verdict(a <= k)))
+                     f"{a / (1 << 20):.2f} MiB vs {k / (1 << 20):.2f} MiB = {fmt_ratio(a / k)}", _verdict(a <= k)))
     else:
         rows.append((f"File size: {FILE_SIZE_MODEL}.mtok vs .tkz", "≤ 1×",
                      fs.get("reason", "not measured in this run"), "—"))
