@@ -340,7 +340,7 @@ def summary_rows(results: dict) -> list[tuple[str, str, str, str]]:
     if sh:
         worst = max(sh, key=lambda x: x[1]["median_us"])
         met = sum(1 for _n, s in sh if s["median_us"] <= SHORT_MAX_US)
-        rows.append((f"Short strings, warm: µs per `encode` call (median over the sentences)", f"≤ {SHORT_MAX_US:g} µs",
+        rows.append(("Short strings, warm: µs per `encode` call (median over the sentences)", f"≤ {SHORT_MAX_US:g} µs",
                      f"{met} of {len(sh)} models; highest {worst[1]['median_us']:.1f} µs ({worst[0]})",
                      _verdict(met == len(sh))))
     else:

@@ -1,8 +1,9 @@
 """Derived byte-level BPE tables that make the runtime's batch merge cheap to start.
 
-Both are functions of the merge and vocabulary sections, computed here once instead of on every
-process's first long encode (where they cost 10-40 ms):
-  * non-monotone bitmap: merge k is non-monotone when some merge using its result as an operand
+Both are functions of the merge and vocabulary sections, computed at export (exporter/models.py)
+instead of on every process's first long encode (where they cost 10-40 ms):
+  * non-monotone bitmap (runtime/models/bpe_batch.nonmono_bitmap, shared with the runtime's
+    fallback for files without it): merge k is non-monotone when some merge using its result as an operand
     ranks lower -- the runtime may then merge only the leftmost occurrence per round;
   * unreached ids: tokens whose own bytes do not merge back to them. Under ignore_merges (and
     tiktoken) a piece equal to a token is that token, so the runtime checks a piece against the
@@ -14,7 +15,6 @@ from __future__ import annotations
 import numpy as np
 
 from .. import mtok
-from ..runtime.models.bpe_batch import nonmono_bitmap  # noqa: F401  (re-exported for the writer)
 
 
 def unreached_ids(token_bytes: list[bytes], regular, byte_ids: list[int], merger) -> list[int]:

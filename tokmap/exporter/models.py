@@ -61,8 +61,8 @@ def bpe_sections(d, token_bytes, regular, sections) -> dict:
 def _bpe_aux(sections, token_bytes, regular, byte_ids, ordered, keys) -> None:
     import numpy as np
 
-    from ..runtime.models.bpe_batch import BatchMerger
-    from .bpe_aux import nonmono_bitmap, unreached_ids
+    from ..runtime.models.bpe_batch import BatchMerger, nonmono_bitmap
+    from .bpe_aux import unreached_ids
 
     k = np.array(ordered, dtype=np.uint64)
     r = np.array([keys[x][0] for x in ordered], dtype=np.uint32)

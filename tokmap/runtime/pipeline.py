@@ -13,7 +13,7 @@ import re
 from bisect import bisect_right
 from itertools import accumulate, chain
 
-from .. import bytelevel, mtok
+from .. import bytelevel
 from ..errors import TokmapError
 from . import normalizers, postprocess, pretokenizers
 from .added import Matcher

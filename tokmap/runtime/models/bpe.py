@@ -79,7 +79,7 @@ class BPE(VocabFile):
                 out = (i,)
         if out is None:
             out = tuple(self._merge(self._symbols(data)))
-        if len(data) <= 64:  # bound the cache by what is worth remembering
+        if len(text) <= CACHE_PIECE:  # bound the cache by what is worth remembering
             self.piece_cache[text] = out
         return out
 
