@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from . import encode_cached
 from .vocab import VocabFile
 
 
@@ -9,6 +10,12 @@ class WordLevel(VocabFile):
     def __init__(self, f, meta: dict):
         super().__init__(f)
         self.unk_id = meta["model"]["unk_id"]
+        self.word_cache: dict[str, tuple[int, ...]] = {}
+
+    def encode_pieces(self, pieces: list[str]) -> list[int]:
+        """Ids of a piece list (the one-regex fast path): repeated words cost one dict lookup
+        instead of a binary search over the vocabulary."""
+        return encode_cached(self.word_cache, pieces, self.encode_piece)
 
     def encode_piece(self, text: str) -> tuple[int, ...]:
         if not text:  # tokenizers never hands an empty split to the model
