@@ -50,7 +50,7 @@ def bpe_sections(d, token_bytes, regular, sections) -> dict:
     meta = {"type": "bpe", "byte_level": m.byte_level, "ignore_merges": m.ignore_merges, "unk_id": m.unk_id,
             "ranks_from_results": ranks_from_results, "source_merges": n_source}
     if m.byte_level and ordered:
-        _bpe_aux(sections, token_bytes, regular, byte_ids, ordered, keys)
+        _bpe_aux(sections, token_bytes, regular, byte_ids, ordered, keys, m.ignore_merges)
     if not m.byte_level:  # character-level symbols (SentencePiece-style BPE): see sp_steps
         from .sp_steps import char_bpe_meta
 
@@ -58,11 +58,11 @@ def bpe_sections(d, token_bytes, regular, sections) -> dict:
     return meta
 
 
-def _bpe_aux(sections, token_bytes, regular, byte_ids, ordered, keys) -> None:
+def _bpe_aux(sections, token_bytes, regular, byte_ids, ordered, keys, ignore_merges) -> None:
     import numpy as np
 
     from ..runtime.models.bpe_batch import BatchMerger, nonmono_bitmap
-    from .bpe_aux import unreached_ids
+    from .bpe_aux import piece_hash_table, unreached_ids
 
     k = np.array(ordered, dtype=np.uint64)
     r = np.array([keys[x][0] for x in ordered], dtype=np.uint32)
@@ -70,7 +70,12 @@ def _bpe_aux(sections, token_bytes, regular, byte_ids, ordered, keys) -> None:
     bitmap = nonmono_bitmap(k, r, res)
     sections[mtok.SECTION_MERGE_NONMONO] = (mtok.U8, bitmap)
     merger = BatchMerger(k.tobytes(), r.astype("<u4").tobytes(), res.astype("<u4").tobytes(), bitmap)
-    sections[mtok.SECTION_UNREACHED] = (mtok.U32, _u32(unreached_ids(token_bytes, regular, byte_ids, merger)))
+    unreached = unreached_ids(token_bytes, regular, byte_ids, merger)
+    sections[mtok.SECTION_UNREACHED] = (mtok.U32, _u32(unreached))
+    # A piece that is a token encodes to it under ignore_merges; otherwise when merging reaches it.
+    skip = set() if ignore_merges else set(unreached)
+    whole = [i for i in regular if len(token_bytes[i]) > 1 and i not in skip]
+    sections[mtok.SECTION_PIECE_HASH] = (mtok.U64, piece_hash_table(token_bytes, whole))
 
 
 def spm_sections(d, token_bytes, regular, sections) -> dict:

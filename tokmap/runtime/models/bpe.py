@@ -25,6 +25,7 @@ LONG_PIECE = 128  # symbols; above this the heap merge wins over rescanning the 
 BATCH_BYTES = 2048  # misses in one call above this many chars go to the numpy batch merge ...
 BATCH_BYTES_IMPORT = 1 << 14  # ... or above this many while numpy is not imported yet (~110 ms)
 BATCH_WORD = 256  # bytes; longer pieces are batch-merged one by one while rounds merge in bulk
+PAIR_TABLE_BYTES = 1 << 17  # batch bytes above which the 64K byte-pair table (~8 ms) pays for itself
 SLOW_ROUND = 32  # ... that is, while a round merges at least 1/32 of a long piece's symbols
 CACHE_PIECE = 256  # chars; longer pieces are not remembered
 CACHE_MAX = 1 << 19  # pieces; the cache is emptied when it grows past this
@@ -50,6 +51,7 @@ class BPE(VocabFile):
         self._batch = None  # BatchMerger, built on the first large miss set
         self._byte_ids_np = None
         self._unreached = None  # bytes of tokens merging does not reach (see _encode_many)
+        self._whole = None  # (piece_hash table, token bytes, offsets) as numpy, once batching starts
 
     # -- merges -------------------------------------------------------------------------------
     def pair(self, left: int, right: int) -> tuple[int, int]:
@@ -130,11 +132,21 @@ class BPE(VocabFile):
         if not group:
             return
         raw = np.frombuffer(b"".join([datas[k] for k in group]), dtype=np.uint8)
+        lengths = np.fromiter(map(len, [datas[k] for k in group]), dtype=np.int64, count=len(group))
+        if self._whole is not None:  # pieces that are tokens: one bulk lookup, no merging
+            found = self._whole_tokens(raw, lengths)
+            hit = found >= 0
+            if hit.any():
+                for k, i in zip(compress(group, hit.tolist()), found[hit].tolist()):
+                    out[k] = (i,)
+                group = list(compress(group, (~hit).tolist()))
+                if not group:
+                    return
+                raw, lengths = raw[np.repeat(~hit, lengths)], lengths[~hit]
         sym = self._byte_ids_np[raw]
         if (sym == mtok.NO_ID).any():
             return
-        lengths = np.fromiter(map(len, [datas[k] for k in group]), dtype=np.int64, count=len(group))
-        if len(raw) > 4096:
+        if len(raw) > PAIR_TABLE_BYTES:
             self._batch.byte_pair_table(self._byte_ids_np)
         final, counts = self._batch.merge(sym, lengths, self._merge, min_yield, raw)
         ids = final.tolist()
@@ -149,6 +161,16 @@ class BPE(VocabFile):
                 i = self.lookup(datas[k]) if unreached is not None and datas[k] in unreached else None
                 out[k] = (i,) if i is not None else tuple(ids[a:b])
 
+    def _whole_tokens(self, raw, lengths):
+        from .bpe_batch import whole_tokens
+
+        try:
+            return whole_tokens(*self._whole, raw, lengths)
+        except ValueError as e:
+            f = self._f
+            raise FormatError(f.path, f"inconsistent file: {e}", section="piece_hash",
+                              offset=f.sections[mtok.SECTION_PIECE_HASH][1]) from None
+
     def _start_batch(self):
         import numpy as np
 
@@ -158,6 +180,9 @@ class BPE(VocabFile):
         nonmono = f.view(mtok.SECTION_MERGE_NONMONO, mtok.U8) if f.has(mtok.SECTION_MERGE_NONMONO) else None
         self._batch = BatchMerger(self.keys, self.ranks, self.results, nonmono)
         self._byte_ids_np = np.array(self.byte_ids, dtype=np.int64)
+        if f.has(mtok.SECTION_PIECE_HASH):  # optional: older files merge every piece
+            self._whole = (np.frombuffer(f.view(mtok.SECTION_PIECE_HASH, mtok.U64), dtype="<u8"),
+                           np.frombuffer(self.tb, dtype=np.uint8), np.frombuffer(self.off, dtype="<u4"))
         if self.ignore_merges:
             if f.has(mtok.SECTION_UNREACHED):
                 ids = f.view(mtok.SECTION_UNREACHED, mtok.U32)

@@ -13,6 +13,11 @@ r. Then merging cannot create a pair that outranks the remaining occurrences, so
 algorithm would take exactly those next. Whether a merge is monotone is decided from the table
 itself: the full all-splits table of cl100k has 22% non-monotone merges, but the exporter keeps only
 merges that can fire, and of those none are non-monotone in cl100k, o200k or gpt2, 72 in Llama 3.
+
+Whole pieces first. Most distinct words of prose are themselves tokens (71% of en's in cl100k).
+`whole_tokens` finds those in bulk through the file's piece_hash section (a sorted array of
+hash32 << 32 | id), checks each candidate's bytes against the piece, and leaves only the rest to
+the merge rounds.
 """
 
 from __future__ import annotations
@@ -21,6 +26,51 @@ import numpy as np
 
 INF = np.int64(1 << 62)
 FINISH_WORDS = 8  # live words at or below which the caller's scalar merge finishes them
+HASH_BASE = 0x100000001B3  # odd: the polynomial over a piece's bytes, mod 2^64
+HASH_MIX = 0x9E3779B97F4A7C15  # odd: spreads the sum into the high 32 bits, which are kept
+
+
+def piece_hashes(raw: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """32-bit hash (as uint64) of each word raw[starts[k]:starts[k] + lengths[k]] (all lengths >= 1):
+    ((sum of byte_i * BASE^i) + length) * MIX mod 2^64, high half. The exporter writes the
+    vocabulary's hashes with this same function; numpy's unsigned arithmetic wraps mod 2^64."""
+    pos = np.arange(len(raw), dtype=np.int64) - np.repeat(starts, lengths)
+    powers = np.full(int(lengths.max()), HASH_BASE, dtype=np.uint64)
+    powers[0] = 1
+    powers = np.cumprod(powers, dtype=np.uint64)
+    h = np.add.reduceat(raw.astype(np.uint64) * powers[pos], starts)
+    h = (h + lengths.astype(np.uint64)) * np.full(len(h), HASH_MIX, dtype=np.uint64)
+    return h >> np.uint64(32)
+
+
+def whole_tokens(table: np.ndarray, tb: np.ndarray, off: np.ndarray, raw: np.ndarray,
+                 lengths: np.ndarray) -> np.ndarray:
+    """For each word (its bytes back to back in raw), the id of the token with exactly its bytes
+    that the piece_hash table lists, else -1. A candidate counts only when its bytes (tb, off: the
+    vocabulary) equal the word's, so a damaged table costs misses, never a wrong token; ids
+    outside the vocabulary are refused (ValueError, for the caller to name the file)."""
+    if not len(table):
+        return np.full(len(lengths), -1, dtype=np.int64)
+    starts = np.cumsum(lengths) - lengths
+    h = piece_hashes(raw, starts, lengths)
+    idx = np.searchsorted(table, h << np.uint64(32))
+    np.minimum(idx, len(table) - 1, out=idx)
+    cand = table[idx]
+    ok = (cand >> np.uint64(32)) == h
+    ids = np.where(ok, cand & np.uint64(0xFFFFFFFF), 0).astype(np.int64)
+    if len(ids) and int(ids.max()) >= len(off) - 1:
+        raise ValueError(f"token id {int(ids.max())} outside the vocabulary")
+    ok &= (off[ids + 1] - off[ids]) == lengths
+    sel = np.flatnonzero(ok)
+    if len(sel):
+        if int(off[ids[sel] + 1].max()) > len(tb):
+            raise ValueError("token offsets past the end of token_bytes")
+        n = lengths[sel]
+        first = np.cumsum(n) - n
+        rel = np.arange(int(n.sum()), dtype=np.int64) - np.repeat(first, n)
+        same = raw[np.repeat(starts[sel], n) + rel] == tb[np.repeat(off[ids[sel]].astype(np.int64), n) + rel]
+        ok[sel] = np.logical_and.reduceat(same, first)
+    return np.where(ok, ids, -1)
 
 
 def nonmono_bitmap(keys: np.ndarray, ranks: np.ndarray, results: np.ndarray) -> bytes:

@@ -1,0 +1,155 @@
+"""The piece_hash section: the bulk lookup that turns a distinct word that is itself a token into
+that token without merging (runtime/models/bpe_batch.whole_tokens, exporter/bpe_aux.piece_hash_table).
+
+Checked here: the hash depends on a word's bytes only, not on where the word sits in a batch; a
+table entry counts only when the token's bytes equal the word's (a forged entry is a miss, never
+a wrong token); the exported table lists exactly the tokens a piece of their own bytes encodes to,
+with and without ignore_merges, on random byte-level vocabularies whose random merge ranks leave
+some tokens unreachable; and texts that take the batch path encode like `tokenizers`. A damaged
+table (an id past the vocabulary) is refused with the file and section named.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+
+import numpy as np
+import pytest
+
+import tokmap
+from tokmap import bytelevel, mtok
+from tokmap.runtime.models.bpe_batch import piece_hashes, whole_tokens
+from tokmap.runtime.reader import MtokFile
+
+from conftest import testdata_file as _data
+from test_hostile_files import check_error, with_section, write
+
+
+def _words(words: list[bytes]):
+    raw = np.frombuffer(b"".join(words), dtype=np.uint8)
+    lengths = np.array([len(w) for w in words], dtype=np.int64)
+    return raw, lengths
+
+
+def test_hash_depends_on_the_word_only():
+    rng = random.Random(7)
+    words = [bytes(rng.randrange(256) for _ in range(rng.randint(1, 40))) for _ in range(300)]
+    raw, lengths = _words(words)
+    together = piece_hashes(raw, np.cumsum(lengths) - lengths, lengths)
+    for w, h in zip(words, together.tolist()):
+        r1, l1 = _words([w])
+        assert piece_hashes(r1, np.zeros(1, dtype=np.int64), l1).tolist() == [h]
+    assert int(together.max()) < 1 << 32
+    # prefixes, permutations and zero padding of one word hash apart
+    raw, lengths = _words([b"ab", b"ba", b"ab\0", b"a", b"\0ab"])
+    assert len(set(piece_hashes(raw, np.cumsum(lengths) - lengths, lengths).tolist())) == 5
+
+
+def _vocab_arrays(vocab: list[bytes]):
+    tb = np.frombuffer(b"".join(vocab), dtype=np.uint8)
+    off = np.array([0] + list(np.cumsum([len(t) for t in vocab])), dtype="<u4")
+    return tb, off
+
+
+def _table(entries: list[tuple[bytes, int]]) -> np.ndarray:
+    raw, lengths = _words([w for w, _ in entries])
+    h = piece_hashes(raw, np.cumsum(lengths) - lengths, lengths)
+    return np.sort((h << np.uint64(32)) | np.array([i for _, i in entries], dtype=np.uint64))
+
+
+def test_only_entries_whose_bytes_match_count():
+    vocab = [b"a", b"b", b"ab", b"ba", b"abab"]
+    tb, off = _vocab_arrays(vocab)
+    # "ba" is listed under the hash of "ab" (a forged or colliding entry): never returned for "ab"
+    table = _table([(b"ab", 3), (b"abab", 4)])
+    raw, lengths = _words([b"ab", b"abab", b"ba", b"zz", b"a"])
+    assert whole_tokens(table, tb, off, raw, lengths).tolist() == [-1, 4, -1, -1, -1]
+    table = _table([(b"ab", 2), (b"ba", 3)])
+    assert whole_tokens(table, tb, off, raw, lengths).tolist() == [2, -1, 3, -1, -1]
+    assert whole_tokens(table[:0], tb, off, raw, lengths).tolist() == [-1] * 5
+
+
+def test_ids_past_the_vocabulary_are_refused():
+    tb, off = _vocab_arrays([b"a", b"b", b"ab"])
+    raw, lengths = _words([b"ab"])
+    with pytest.raises(ValueError, match="outside the vocabulary"):
+        whole_tokens(_table([(b"ab", 9)]), tb, off, raw, lengths)
+
+
+def _toy_tokenizer_json(rng: random.Random, ignore_merges: bool) -> tuple[dict, list[bytes]]:
+    """Byte-level BPE: the 256 bytes, then random joins over b"ab " in training order, each made
+    by one merge; ranks shuffled, so some tokens are never formed from their own bytes."""
+    vocab = [bytes([b]) for b in range(256)]
+    seen = set(vocab)
+    pool = [b"a", b"b", b" "]
+    merges = []
+    while len(vocab) < 256 + 150:
+        left, right = rng.choice(pool), rng.choice(pool)
+        t = left + right
+        if len(t) <= 8 and t not in seen:
+            seen.add(t)
+            vocab.append(t)
+            pool.append(t)
+            merges.append((left, right))
+    rng.shuffle(merges)
+    s = bytelevel.to_str
+    doc = {
+        "version": "1.0", "truncation": None, "padding": None, "added_tokens": [], "normalizer": None,
+        "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True,
+                          "use_regex": True},
+        "post_processor": None,
+        "decoder": {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": True, "use_regex": True},
+        "model": {"type": "BPE", "dropout": None, "unk_token": None, "continuing_subword_prefix": None,
+                  "end_of_word_suffix": None, "fuse_unk": False, "byte_fallback": False,
+                  "ignore_merges": ignore_merges, "vocab": {s(t): i for i, t in enumerate(vocab)},
+                  "merges": [[s(a), s(b)] for a, b in merges]},
+    }
+    return doc, vocab
+
+
+@pytest.mark.parametrize("ignore_merges", [False, True])
+@pytest.mark.parametrize("seed", range(4))
+def test_table_lists_the_whole_piece_tokens_and_batches_encode_like_tokenizers(tmp_path, seed, ignore_merges):
+    tokenizers = pytest.importorskip("tokenizers")
+    rng = random.Random(f"piece-hash-{seed}-{ignore_merges}")
+    doc, vocab = _toy_tokenizer_json(rng, ignore_merges)
+    src = tmp_path / "tokenizer.json"
+    src.write_text(json.dumps(doc), encoding="utf-8")
+    out = tmp_path / "toy.mtok"
+    tokmap.export(src, out)
+    tok = tokmap.load(out)
+    model = tok.model
+    table = np.frombuffer(MtokFile(out).view(mtok.SECTION_PIECE_HASH, mtok.U64), dtype="<u8")
+    listed = set((table & np.uint64(0xFFFFFFFF)).tolist())
+    whole = {i for i, t in enumerate(vocab) if len(t) > 1
+             and (ignore_merges or model._merge(model._symbols(t)) == [i])}
+    assert listed == whole
+    if not ignore_merges:
+        assert len(whole) < len(vocab) - 256, "the random ranks should leave some token unreached"
+    ref = tokenizers.Tokenizer.from_str(json.dumps(doc))
+    # thousands of distinct words in one call: the misses take the numpy batch path
+    text = " ".join("".join(rng.choice("ab") for _ in range(rng.randint(1, 12))) for _ in range(3000))
+    assert tok.encode(text) == ref.encode(text).ids
+    assert model._whole is not None, "the text should have taken the batch path"
+    for piece in rng.sample(vocab[256:], 40):  # each token's text alone, cold and warm
+        t = piece.decode()
+        assert tokmap.load(out).encode(t) == ref.encode(t).ids
+
+
+def test_damaged_piece_hash_is_refused(tmp_path):
+    src = _data("models/tiktoken/gpt2.tiktoken")
+    path = tmp_path / "gpt2.mtok"
+    tokmap.export(src, path)
+    table = np.frombuffer(MtokFile(path).view(mtok.SECTION_PIECE_HASH, mtok.U64), dtype="<u8").copy()
+    table |= np.uint64(0xFFFFFF00)  # every id far past the vocabulary
+    bad = write(tmp_path, with_section(path, mtok.SECTION_PIECE_HASH, table.astype("<u8").tobytes(), mtok.U64),
+                "bad.mtok")
+    tok = tokmap.load(bad)  # read on the first batch merge, not at load
+    with pytest.raises(tokmap.FormatError) as ei:
+        tok.encode_ordinary(open(_data("corpus/en.txt"), encoding="utf-8").read()[:60000])
+    check_error(ei.value, bad, "piece_hash", MtokFile(bad).sections[mtok.SECTION_PIECE_HASH][1],
+                "outside the vocabulary")
+    bare = write(tmp_path, with_section(path, mtok.SECTION_PIECE_HASH, None), "bare.mtok")
+    text = open(_data("corpus/en.txt"), encoding="utf-8").read()[:60000]
+    assert tokmap.load(bare).encode_ordinary(text) == tokmap.load(path).encode_ordinary(text)
