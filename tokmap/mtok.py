@@ -79,6 +79,8 @@ SECTION_MERGE_NONMONO = 16  # u8 bitmap, bit k (LSB first) of merge k in key ord
 SECTION_UNREACHED = 17  # u32[]: ascending ids of tokens whose own bytes do not merge to them
 SECTION_PIECE_HASH = 18  # u64[]: ascending hash32 << 32 | id of each token a piece of exactly its
 #                          bytes encodes to (bpe_batch.piece_hashes), for a bulk whole-piece lookup
+SECTION_ATOMIC_CHARS = 19  # u64[]: ascending code_point << 40 | flags << 32 | id of characters BPE
+#                            always forms first (exporter/atomic_chars.py)
 # SentencePiece .model sources (ids kept apart from the tokenizer.json models' sections).
 SECTION_SPM_SCORES = 32  # f32[n]: each piece's score, by id
 SECTION_SPM_TYPES = 33  # u8[n]: each piece's SentencePiece type (1 normal .. 6 byte), by id
@@ -100,6 +102,7 @@ SECTION_NAMES = {
     SECTION_MERGE_NONMONO: "merge_nonmono",
     SECTION_UNREACHED: "unreached",
     SECTION_PIECE_HASH: "piece_hash",
+    SECTION_ATOMIC_CHARS: "atomic_chars",
     SECTION_SPM_SCORES: "spm_scores",
     SECTION_SPM_TYPES: "spm_types",
     SECTION_SPM_CHARSMAP: "spm_charsmap",

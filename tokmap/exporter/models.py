@@ -62,6 +62,7 @@ def _bpe_aux(sections, token_bytes, regular, byte_ids, ordered, keys, ignore_mer
     import numpy as np
 
     from ..runtime.models.bpe_batch import BatchMerger, nonmono_bitmap
+    from .atomic_chars import atomic_char_table
     from .bpe_aux import piece_hash_table, unreached_ids
 
     k = np.array(ordered, dtype=np.uint64)
@@ -76,6 +77,7 @@ def _bpe_aux(sections, token_bytes, regular, byte_ids, ordered, keys, ignore_mer
     skip = set() if ignore_merges else set(unreached)
     whole = [i for i in regular if len(token_bytes[i]) > 1 and i not in skip]
     sections[mtok.SECTION_PIECE_HASH] = (mtok.U64, piece_hash_table(token_bytes, whole))
+    sections[mtok.SECTION_ATOMIC_CHARS] = (mtok.U64, atomic_char_table(keys, token_bytes, regular, byte_ids))
 
 
 def spm_sections(d, token_bytes, regular, sections) -> dict:

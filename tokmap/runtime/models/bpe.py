@@ -13,7 +13,7 @@ import gc
 import heapq
 import sys
 from bisect import bisect_left
-from itertools import accumulate, chain, compress, repeat
+from itertools import chain, compress, repeat
 from operator import is_
 
 from ... import mtok
@@ -52,6 +52,8 @@ class BPE(VocabFile):
         self._byte_ids_np = None
         self._unreached = None  # bytes of tokens merging does not reach (see _encode_many)
         self._whole = None  # (piece_hash table, token bytes, offsets) as numpy, once batching starts
+        self._unreached_h = None  # piece hashes of the unreached tokens, with _whole
+        self._atomic = None  # the atomic_chars section as numpy, once batching starts
 
     # -- merges -------------------------------------------------------------------------------
     def pair(self, left: int, right: int) -> tuple[int, int]:
@@ -103,73 +105,132 @@ class BPE(VocabFile):
             cache = self.piece_cache
             if len(cache) > CACHE_MAX:
                 cache.clear()
-            for p, ids in got.items():
-                if len(p) <= CACHE_PIECE:
-                    cache[p] = ids
+            if max(map(len, misses)) <= CACHE_PIECE:
+                cache.update(got)
+            else:
+                for p, ids in got.items():
+                    if len(p) <= CACHE_PIECE:
+                        cache[p] = ids
         return list(map(got.get, pieces, hits))  # a miss's ids, else the hit itself
 
     def _encode_many(self, texts: list[str]) -> list[tuple[int, ...]]:
         """encode_piece over many distinct uncached pieces: one numpy batch merge for the short ones."""
+        import numpy as np
+
         if self._batch is None:
             self._start_batch()
-        datas = [t.encode("utf-8") for t in texts]
+        joined = "".join(texts)
+        rawb = joined.encode("utf-8")
+        lengths = np.fromiter(map(len, texts), dtype=np.int64, count=len(texts))
+        if len(rawb) != len(joined):  # bytes per piece from each char's UTF-8 width, in bulk
+            cps = np.frombuffer(joined.encode("utf-32-le"), dtype="<u4")
+            width = np.cumsum(1 + (cps >= 0x80).astype(np.int64) + (cps >= 0x800) + (cps >= 0x10000))
+            ends = np.cumsum(lengths)
+            lengths = np.concatenate(([0], width))[ends] - np.concatenate(([0], width))[ends - lengths]
+        raw = np.frombuffer(rawb, dtype=np.uint8)
+        batch = (lengths > 0) & (lengths <= BATCH_WORD)
+        if batch.all():
+            got = self._merge_words(raw, lengths, 0)
+            return got if got is not None else list(map(self.encode_piece, texts))
         out: list = [None] * len(texts)
-        short = [k for k, d in enumerate(datas) if 0 < len(d) <= BATCH_WORD]
-        long_ = [k for k, d in enumerate(datas) if len(d) > BATCH_WORD]
-        self._merge_group(short, datas, out, 0)
-        for k in long_:
-            self._merge_group([k], datas, out, SLOW_ROUND)
+        idx = np.flatnonzero(batch).tolist()
+        got = self._merge_words(raw[np.repeat(batch, lengths)], lengths[batch], 0) if idx else None
+        if got is not None:
+            for k, ids in zip(idx, got):
+                out[k] = ids
+        ends = np.cumsum(lengths).tolist()
+        for k in np.flatnonzero(lengths > BATCH_WORD).tolist():  # long pieces: merged one by one
+            n = int(lengths[k])
+            one = self._merge_words(raw[ends[k] - n:ends[k]], lengths[k:k + 1], SLOW_ROUND)
+            if one is not None:
+                out[k] = one[0]
         for k, t in enumerate(texts):
             if out[k] is None:
                 out[k] = self.encode_piece(t)
         return out
 
-    def _merge_group(self, group, datas, out, min_yield) -> None:
-        """Batch-merge the pieces datas[k] for k in group into out[k] (left None when a byte has
-        no token: the scalar path knows what to do with those)."""
+    def _merge_words(self, raw, lengths, min_yield) -> list[tuple[int, ...]] | None:
+        """The ids of each word (raw: their UTF-8 bytes back to back, lengths: 1..BATCH_WORD each,
+        or one long word with min_yield), or None when a byte has no token (the scalar path knows
+        what to do with those). Words that are tokens come from one bulk lookup, the rest from
+        the batch merge; the ids are assembled in numpy and cut into tuples by C-level maps."""
         import numpy as np
 
-        if not group:
-            return
-        raw = np.frombuffer(b"".join([datas[k] for k in group]), dtype=np.uint8)
-        lengths = np.fromiter(map(len, [datas[k] for k in group]), dtype=np.int64, count=len(group))
-        if self._whole is not None:  # pieces that are tokens: one bulk lookup, no merging
-            found = self._whole_tokens(raw, lengths)
-            hit = found >= 0
-            if hit.any():
-                for k, i in zip(compress(group, hit.tolist()), found[hit].tolist()):
-                    out[k] = (i,)
-                group = list(compress(group, (~hit).tolist()))
-                if not group:
-                    return
-                raw, lengths = raw[np.repeat(~hit, lengths)], lengths[~hit]
-        sym = self._byte_ids_np[raw]
-        if (sym == mtok.NO_ID).any():
-            return
-        if len(raw) > PAIR_TABLE_BYTES:
-            self._batch.byte_pair_table(self._byte_ids_np)
-        final, counts = self._batch.merge(sym, lengths, self._merge, min_yield, raw)
-        ids = final.tolist()
-        ends = list(accumulate(counts.tolist()))
-        unreached = self._unreached
-        for k, a, b in zip(group, chain((0,), ends), ends):
-            if b - a == 1:
-                out[k] = (ids[a],)
-            else:
-                # A piece that is itself a token is that token (ignore_merges / tiktoken), even
-                # where merging would not reach it.
-                i = self.lookup(datas[k]) if unreached is not None and datas[k] in unreached else None
-                out[k] = (i,) if i is not None else tuple(ids[a:b])
+        n = len(lengths)
+        counts = np.ones(n, dtype=np.int64)
+        found = hashes = None
+        miss = np.ones(n, dtype=bool)
+        if self._whole is not None:  # pieces that are tokens: no merging
+            found, hashes = self._whole_tokens(raw, lengths)
+            miss = found < 0
+        n_miss = int(np.count_nonzero(miss))
+        if n_miss:
+            mraw, mlen = (raw, lengths) if n_miss == n else (raw[np.repeat(miss, lengths)], lengths[miss])
+            sym = self._byte_ids_np[mraw]
+            if (sym == mtok.NO_ID).any():
+                return None
+            if self._atomic is not None:  # characters whose token BPE forms first: start from it
+                from .bpe_batch import premerge_chars
+
+                n_sym = len(sym)
+                sym, mlen = premerge_chars(sym, mraw, mlen, self._atomic)
+                if len(sym) != n_sym:
+                    mraw = None  # the symbols are no longer one byte each
+            if mraw is not None and len(mraw) > PAIR_TABLE_BYTES:
+                self._batch.byte_pair_table(self._byte_ids_np)
+            mfinal, mcounts = self._batch.merge(sym, mlen, self._merge, min_yield, mraw)
+            counts[miss] = mcounts
+        ends = np.cumsum(counts)
+        starts = ends - counts
+        if not n_miss:
+            flat = found
+        elif n_miss == n:
+            flat = mfinal
+        else:
+            flat = np.empty(int(ends[-1]), dtype=np.int64)
+            hit = ~miss
+            flat[starts[hit]] = found[hit]
+            mstarts = np.cumsum(mcounts) - mcounts
+            flat[np.repeat(starts[miss] - mstarts, mcounts) + np.arange(len(mfinal))] = mfinal
+        ids = flat.tolist()
+        out = list(map(tuple, map(ids.__getitem__, map(slice, starts.tolist(), ends.tolist()))))
+        if self._unreached is not None:
+            # A piece that is itself a token is that token (ignore_merges / tiktoken), even where
+            # merging would not reach it: check the merged words that could be such a token.
+            multi = np.flatnonzero(counts > 1)
+            if hashes is not None and self._unreached_h is not None:
+                multi = multi[np.isin(hashes[multi], self._unreached_h)]
+            if len(multi):
+                rb = raw.tobytes()
+                bends = np.cumsum(lengths)
+                words = map(rb.__getitem__, map(slice, (bends - lengths)[multi].tolist(), bends[multi].tolist()))
+                for j, w in zip(multi.tolist(), words):
+                    if w in self._unreached:
+                        i = self.lookup(w)
+                        if i is not None:
+                            out[j] = (i,)
+        return out
 
     def _whole_tokens(self, raw, lengths):
         from .bpe_batch import whole_tokens
 
         try:
-            return whole_tokens(*self._whole, raw, lengths)
+            return whole_tokens(*self._whole, raw, lengths, with_hashes=True)
         except ValueError as e:
             f = self._f
             raise FormatError(f.path, f"inconsistent file: {e}", section="piece_hash",
                               offset=f.sections[mtok.SECTION_PIECE_HASH][1]) from None
+
+    @staticmethod
+    def _hash_words(words: list[bytes]):
+        import numpy as np
+
+        from .bpe_batch import piece_hashes
+
+        if not words:
+            return np.zeros(0, dtype=np.uint64)
+        lengths = np.fromiter(map(len, words), dtype=np.int64, count=len(words))
+        return piece_hashes(np.frombuffer(b"".join(words), dtype=np.uint8), np.cumsum(lengths) - lengths, lengths)
 
     def _start_batch(self):
         import numpy as np
@@ -180,6 +241,11 @@ class BPE(VocabFile):
         nonmono = f.view(mtok.SECTION_MERGE_NONMONO, mtok.U8) if f.has(mtok.SECTION_MERGE_NONMONO) else None
         self._batch = BatchMerger(self.keys, self.ranks, self.results, nonmono)
         self._byte_ids_np = np.array(self.byte_ids, dtype=np.int64)
+        if f.has(mtok.SECTION_ATOMIC_CHARS):  # optional: older files build characters byte by byte
+            self._atomic = np.frombuffer(f.view(mtok.SECTION_ATOMIC_CHARS, mtok.U64), dtype="<u8")
+            if len(self._atomic) and int((self._atomic & np.uint64(0xFFFFFFFF)).max()) >= len(self.off) - 1:
+                raise FormatError(f.path, "inconsistent file: token id outside the vocabulary",
+                                  section="atomic_chars", offset=f.sections[mtok.SECTION_ATOMIC_CHARS][1])
         if f.has(mtok.SECTION_PIECE_HASH):  # optional: older files merge every piece
             self._whole = (np.frombuffer(f.view(mtok.SECTION_PIECE_HASH, mtok.U64), dtype="<u8"),
                            np.frombuffer(self.tb, dtype=np.uint8), np.frombuffer(self.off, dtype="<u4"))
@@ -190,6 +256,8 @@ class BPE(VocabFile):
                     raise FormatError(f.path, f"inconsistent file: token id {max(ids)} outside the vocabulary",
                                       section="unreached", offset=f.sections[mtok.SECTION_UNREACHED][1])
                 self._unreached = {self.token_bytes(i) for i in ids}
+                if self._whole is not None:  # their hashes: the merged words worth checking
+                    self._unreached_h = self._hash_words([w for w in self._unreached if w])
             else:  # older files: check every multi-token piece against the vocabulary
                 self._unreached = _Everything()
 

@@ -18,6 +18,11 @@ Whole pieces first. Most distinct words of prose are themselves tokens (71% of e
 `whole_tokens` finds those in bulk through the file's piece_hash section (a sorted array of
 hash32 << 32 | id), checks each candidate's bytes against the piece, and leaves only the rest to
 the merge rounds.
+
+Characters first. Building a CJK character's token from its three bytes costs two rounds per
+distinct character. `premerge_chars` puts the character's token in place of its bytes up front
+wherever the file's atomic_chars section (proof: exporter/atomic_chars.py) says that sequential BPE
+would form it before anything crosses its edges, for the kinds of neighbour it has in that word.
 """
 
 from __future__ import annotations
@@ -44,15 +49,17 @@ def piece_hashes(raw: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> np
 
 
 def whole_tokens(table: np.ndarray, tb: np.ndarray, off: np.ndarray, raw: np.ndarray,
-                 lengths: np.ndarray) -> np.ndarray:
+                 lengths: np.ndarray, with_hashes: bool = False):
     """For each word (its bytes back to back in raw), the id of the token with exactly its bytes
     that the piece_hash table lists, else -1. A candidate counts only when its bytes (tb, off: the
     vocabulary) equal the word's, so a damaged table costs misses, never a wrong token; ids
-    outside the vocabulary are refused (ValueError, for the caller to name the file)."""
-    if not len(table):
-        return np.full(len(lengths), -1, dtype=np.int64)
+    outside the vocabulary are refused (ValueError, for the caller to name the file). With
+    with_hashes: (ids, the words' piece hashes)."""
     starts = np.cumsum(lengths) - lengths
     h = piece_hashes(raw, starts, lengths)
+    if not len(table):
+        none = np.full(len(lengths), -1, dtype=np.int64)
+        return (none, h) if with_hashes else none
     idx = np.searchsorted(table, h << np.uint64(32))
     np.minimum(idx, len(table) - 1, out=idx)
     cand = table[idx]
@@ -70,7 +77,8 @@ def whole_tokens(table: np.ndarray, tb: np.ndarray, off: np.ndarray, raw: np.nda
         rel = np.arange(int(n.sum()), dtype=np.int64) - np.repeat(first, n)
         same = raw[np.repeat(starts[sel], n) + rel] == tb[np.repeat(off[ids[sel]].astype(np.int64), n) + rel]
         ok[sel] = np.logical_and.reduceat(same, first)
-    return np.where(ok, ids, -1)
+    ids = np.where(ok, ids, -1)
+    return (ids, h) if with_hashes else ids
 
 
 def nonmono_bitmap(keys: np.ndarray, ranks: np.ndarray, results: np.ndarray) -> bytes:
@@ -236,3 +244,43 @@ class BatchMerger:
         np.not_equal(wid[cand[1:]], wid[cand[:-1]], out=word_first[1:])
         monotone = odd == 0
         return even & (monotone | word_first)
+
+
+def premerge_chars(sym: np.ndarray, raw: np.ndarray, lengths: np.ndarray, table: np.ndarray):
+    """(symbols, lengths) with each atomic character's bytes replaced by its token. sym: the words'
+    byte symbols (byte_ids[raw]); table: the atomic_chars entries, code_point << 40 | flags << 32 |
+    id, ascending (flags: 1/2 ASCII/multi-byte neighbour on the left allowed, 4/8 on the right)."""
+    lead = np.flatnonzero(raw >= 0xC0)
+    if not len(lead) or not len(table):
+        return sym, lengths
+    pad = np.concatenate((raw, np.zeros(4, dtype=np.uint8))).astype(np.int64)
+    b0, b1, b2, b3 = pad[lead], pad[lead + 1] & 0x3F, pad[lead + 2] & 0x3F, pad[lead + 3] & 0x3F
+    size = np.where(b0 >= 0xF0, 4, np.where(b0 >= 0xE0, 3, 2))
+    cp = np.where(size == 2, ((b0 & 0x1F) << 6) | b1,
+                  np.where(size == 3, ((b0 & 0x0F) << 12) | (b1 << 6) | b2,
+                           ((b0 & 0x07) << 18) | (b1 << 12) | (b2 << 6) | b3))
+    at = np.minimum(np.searchsorted(table, cp.astype(np.uint64) << np.uint64(40)), len(table) - 1)
+    entry = table[at]
+    found = (entry >> np.uint64(40)).astype(np.int64) == cp
+    if not found.any():
+        return sym, lengths
+    flags = ((entry >> np.uint64(32)) & np.uint64(0xFF)).astype(np.int64)
+    ends = np.cumsum(lengths)
+    wid = np.repeat(np.arange(len(lengths)), lengths)[lead]
+    at_start = lead == ends[wid] - lengths[wid]
+    at_end = lead + size == ends[wid]
+    prev_ascii = pad[lead - 1] < 0x80  # lead 0 reads the padding, but is a word start anyway
+    next_ascii = pad[lead + size] < 0x80
+    left_ok = at_start | ((flags & np.where(prev_ascii, 1, 2)) != 0)
+    right_ok = at_end | ((flags & np.where(next_ascii, 4, 8)) != 0)
+    ok = np.flatnonzero(found & left_ok & right_ok)
+    if not len(ok):
+        return sym, lengths
+    sym = sym.copy()
+    sym[lead[ok]] = (entry[ok] & np.uint64(0xFFFFFFFF)).astype(sym.dtype)
+    keep = np.ones(len(sym), dtype=bool)
+    for d in (1, 2, 3):
+        sel = ok[size[ok] > d]
+        keep[lead[sel] + d] = False
+    dropped = np.bincount(wid[ok], weights=size[ok] - 1, minlength=len(lengths)).astype(np.int64)
+    return sym[keep], lengths - dropped

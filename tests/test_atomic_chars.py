@@ -1,0 +1,175 @@
+"""Atomic characters (exporter/atomic_chars.py, runtime/models/bpe_batch.premerge_chars): starting a
+word's merge from a character's token instead of its bytes must never change an id.
+
+Random byte-level vocabularies over a few ASCII and multi-byte characters (2, 3 and 4 bytes), with
+tokens that join whole characters, split them, or cross their edges, and merge ranks shuffled so that
+crossing merges often outrank a character's own. Texts mixing those characters are encoded through
+the batch path and compared with `tokenizers`; the table must be non-empty, use several kinds of
+neighbour flags, and leave out characters whose solo run a crossing merge can interrupt.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+
+import numpy as np
+import pytest
+
+import tokmap
+from tokmap import bytelevel, mtok
+from tokmap.exporter.atomic_chars import _solo_states
+from tokmap.runtime.models.bpe_batch import premerge_chars
+from tokmap.runtime.reader import MtokFile
+
+CHARS = ["a", "b", " ", "é", "ß", "日", "本", "語", "の", "😀"]
+
+
+def _toy(rng: random.Random, n_tokens: int) -> tuple[dict, list[bytes]]:
+    vocab = [bytes([b]) for b in range(256)]
+    seen = set(vocab)
+    pool = [bytes([b]) for c in CHARS for b in c.encode()]
+    pool += [c.encode() for c in CHARS]  # whole characters are likely parts
+    merges = []
+    ids = {t: i for i, t in enumerate(vocab)}
+    while len(vocab) < 256 + n_tokens:
+        t = rng.choice(pool) + rng.choice(pool)
+        if len(t) > 9 or t in seen:
+            continue
+        # a token must be made by one merge of two existing tokens
+        splits = [(t[:k], t[k:]) for k in range(1, len(t)) if t[:k] in ids and t[k:] in ids]
+        if not splits:
+            continue
+        seen.add(t)
+        ids[t] = len(vocab)
+        vocab.append(t)
+        pool.append(t)
+        merges.append(rng.choice(splits))
+    for c in CHARS:  # every character is a token, built from its own bytes
+        data = c.encode()
+        for k in range(2, len(data) + 1):
+            if data[:k] not in ids:
+                ids[data[:k]] = len(vocab)
+                vocab.append(data[:k])
+                merges.append((data[:k - 1], data[k - 1:k]))
+    rng.shuffle(merges)
+    s = bytelevel.to_str
+    doc = {
+        "version": "1.0", "truncation": None, "padding": None, "added_tokens": [], "normalizer": None,
+        "pre_tokenizer": {"type": "Split", "pattern": {"Regex": " ?[^ ]+| +"}, "behavior": "Isolated",
+                          "invert": False},
+        "post_processor": None, "decoder": {"type": "ByteLevel", "add_prefix_space": False,
+                                            "trim_offsets": False, "use_regex": False},
+        "model": {"type": "BPE", "dropout": None, "unk_token": None, "continuing_subword_prefix": None,
+                  "end_of_word_suffix": None, "fuse_unk": False, "byte_fallback": False, "ignore_merges": False,
+                  "vocab": {s(t): i for i, t in enumerate(vocab)}, "merges": [[s(a), s(b)] for a, b in merges]},
+    }
+    return doc, vocab
+
+
+def _byte_level_input(doc: dict) -> dict:
+    """tokenizers applies the ByteLevel alphabet before the model; here as a pre-tokenizer step
+    that keeps the Split pieces (use_regex false)."""
+    doc = dict(doc)
+    doc["pre_tokenizer"] = {"type": "Sequence", "pretokenizers": [
+        doc["pre_tokenizer"], {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": False,
+                               "use_regex": False}]}
+    return doc
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_premerged_characters_encode_like_tokenizers(tmp_path, seed):
+    tokenizers = pytest.importorskip("tokenizers")
+    rng = random.Random(f"atomic-{seed}")
+    doc, vocab = _toy(rng, 120)
+    doc = _byte_level_input(doc)
+    src = tmp_path / "tokenizer.json"
+    src.write_text(json.dumps(doc), encoding="utf-8")
+    out = tmp_path / "toy.mtok"
+    tokmap.export(src, out)
+    table = np.frombuffer(MtokFile(out).view(mtok.SECTION_ATOMIC_CHARS, mtok.U64), dtype="<u8")
+    ref = tokenizers.Tokenizer.from_str(json.dumps(doc))
+    words = ["".join(rng.choice(CHARS[:2] + CHARS[3:]) for _ in range(rng.randint(1, 14))) for _ in range(2500)]
+    text = " ".join(words)
+    tok = tokmap.load(out)
+    assert tok.encode(text) == ref.encode(text).ids
+    assert tok.model._atomic is not None and len(tok.model._atomic) == len(table)
+    # one long word (the one-by-one path with bulk rounds) of characters only
+    long_word = "".join(rng.choice(CHARS[3:]) for _ in range(3000))
+    assert tokmap.load(out).encode(long_word) == ref.encode(long_word).ids
+
+
+def test_tables_use_their_flags_and_leave_out_interruptible_characters(tmp_path):
+    """Across seeds: some characters atomic with every neighbour, some only with some, some not at
+    all; and a character is listed only if no crossing merge outranks its pending one (checked here
+    by brute force over the table's merges)."""
+    flags_seen, left_out = set(), 0
+    for seed in range(10):
+        rng = random.Random(f"atomic-{seed}")
+        doc, vocab = _toy(rng, 120)
+        src = tmp_path / f"t{seed}.json"
+        src.write_text(json.dumps(_byte_level_input(doc)), encoding="utf-8")
+        out = tmp_path / f"t{seed}.mtok"
+        tokmap.export(src, out)
+        f = MtokFile(out)
+        table = np.frombuffer(f.view(mtok.SECTION_ATOMIC_CHARS, mtok.U64), dtype="<u8")
+        listed = {int(e >> np.uint64(40)): (int((e >> np.uint64(32)) & np.uint64(0xFF)), int(e & np.uint64(0xFFFFFFFF)))
+                  for e in table}
+        model = tokmap.load(out).model
+        keys = {}
+        for k, r, res in zip(np.frombuffer(model.keys, "<u8").tolist(), list(model.ranks), list(model.results)):
+            keys[k] = (r, res)
+        for c in CHARS[3:]:
+            data = c.encode()
+            states, final = _solo_states(data, model.byte_ids, keys)
+            tid = vocab.index(data)
+            if ord(c) not in listed:
+                left_out += 1
+                continue
+            flags, got = listed[ord(c)]
+            assert got == tid and final == [tid]
+            flags_seen.add(flags)
+            # brute force: a merge whose right operand is a leftmost state, after a symbol ending in
+            # a continuation byte, must rank above the pending internal merge (flag 2)
+            if flags & 2:
+                for key, (r, _res) in keys.items():
+                    left, right = key >> 32, key & 0xFFFFFFFF
+                    last = vocab[left][-1]
+                    if 0x80 <= last < 0xC0:
+                        for x, _z, p in states:
+                            if right == x:
+                                assert r > p, (c, vocab[left], vocab[right], r, p)
+    assert left_out > 0 and len(flags_seen) > 1, (left_out, flags_seen)
+
+
+def test_premerge_respects_word_edges_and_neighbours():
+    # one 3-byte character (U+65E5, id 300) allowed only with multi-byte neighbours on both sides
+    table = np.array([(0x65E5 << 40) | ((2 | 8) << 32) | 300], dtype="<u8")
+    words = ["日", "a日", "日日", "日a"]
+    raw = np.frombuffer("".join(words).encode(), dtype=np.uint8)
+    lengths = np.array([len(w.encode()) for w in words], dtype=np.int64)
+    sym, new_len = premerge_chars(raw.astype(np.int32), raw, lengths, table)
+    # alone: both edges are word edges; "a日": ASCII on the left, kept as bytes; "日日": both;
+    # "日a": ASCII on the right, kept as bytes
+    assert new_len.tolist() == [1, 4, 2, 4]
+    assert sym.tolist()[:1] == [300] and sym.tolist()[5:7] == [300, 300]
+
+
+def test_damaged_atomic_chars_is_refused(tmp_path):
+    from conftest import testdata_file
+    from test_hostile_files import check_error, with_section, write
+
+    path = tmp_path / "gpt2.mtok"
+    tokmap.export(testdata_file("models/tiktoken/gpt2.tiktoken"), path)
+    table = np.frombuffer(MtokFile(path).view(mtok.SECTION_ATOMIC_CHARS, mtok.U64), dtype="<u8").copy()
+    assert len(table), "gpt2 has characters of its own"
+    table[-1] |= np.uint64(0xFFFFFF00)  # an id far past the vocabulary
+    bad = write(tmp_path, with_section(path, mtok.SECTION_ATOMIC_CHARS, table.astype("<u8").tobytes(), mtok.U64),
+                "bad.mtok")
+    text = open(testdata_file("corpus/multi.txt"), encoding="utf-8").read()[:60000]
+    with pytest.raises(tokmap.FormatError) as ei:
+        tokmap.load(bad).encode_ordinary(text)
+    check_error(ei.value, bad, "atomic_chars", MtokFile(bad).sections[mtok.SECTION_ATOMIC_CHARS][1],
+                "outside the vocabulary")
+    bare = write(tmp_path, with_section(path, mtok.SECTION_ATOMIC_CHARS, None), "bare.mtok")
+    assert tokmap.load(bare).encode_ordinary(text) == tokmap.load(path).encode_ordinary(text)
