@@ -148,7 +148,7 @@ def test_premerge_respects_word_edges_and_neighbours():
     words = ["日", "a日", "日日", "日a"]
     raw = np.frombuffer("".join(words).encode(), dtype=np.uint8)
     lengths = np.array([len(w.encode()) for w in words], dtype=np.int64)
-    sym, new_len = premerge_chars(raw.astype(np.int32), raw, lengths, table)
+    sym, new_len, _raw, _single = premerge_chars(raw.astype(np.int32), raw, lengths, table)
     # alone: both edges are word edges; "a日": ASCII on the left, kept as bytes; "日日": both;
     # "日a": ASCII on the right, kept as bytes
     assert new_len.tolist() == [1, 4, 2, 4]

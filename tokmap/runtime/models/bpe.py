@@ -169,16 +169,14 @@ class BPE(VocabFile):
             sym = self._byte_ids_np[mraw]
             if (sym == mtok.NO_ID).any():
                 return None
+            single = None
             if self._atomic is not None:  # characters whose token BPE forms first: start from it
                 from .bpe_batch import premerge_chars
 
-                n_sym = len(sym)
-                sym, mlen = premerge_chars(sym, mraw, mlen, self._atomic)
-                if len(sym) != n_sym:
-                    mraw = None  # the symbols are no longer one byte each
-            if mraw is not None and len(mraw) > PAIR_TABLE_BYTES:
+                sym, mlen, mraw, single = premerge_chars(sym, mraw, mlen, self._atomic)
+            if len(mraw) > PAIR_TABLE_BYTES:
                 self._batch.byte_pair_table(self._byte_ids_np)
-            mfinal, mcounts = self._batch.merge(sym, mlen, self._merge, min_yield, mraw)
+            mfinal, mcounts = self._batch.merge(sym, mlen, self._merge, min_yield, mraw, single)
             counts[miss] = mcounts
         ends = np.cumsum(counts)
         starts = ends - counts

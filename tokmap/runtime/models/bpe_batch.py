@@ -141,7 +141,7 @@ class BatchMerger:
         return self._byte_pairs
 
     def merge(self, sym: np.ndarray, lengths: np.ndarray, finish=None, min_yield: int = 0,
-              raw: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+              raw: np.ndarray | None = None, single: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
         """Merge every word; sym holds the words' initial symbols back to back (int64), lengths
         their lengths (all >= 1). Returns (final symbols in word order, final length per word).
 
@@ -151,7 +151,9 @@ class BatchMerger:
         a round merges fewer than 1/min_yield of the live symbols: for a few long words (a 10^6-char
         piece) the rounds only pay while they merge in bulk ("aaaa", runs of spaces); the rest is
         the caller's heap merge, O(n log n). raw: the words' bytes (uint8, sym = byte_ids[raw]),
-        when the symbols are single bytes; their pairs then come from byte_pair_table."""
+        when the symbols are single bytes; their pairs then come from byte_pair_table. With
+        single (bool per symbol), only the symbols marked are bytes, raw[i] their value (premerged
+        characters are not), and only pairs of two of them come from the table."""
         n_words = len(lengths)
         sym = np.array(sym, dtype=np.int32)  # merged in place below: never the caller's array
         wid = np.repeat(np.arange(n_words, dtype=np.int32), lengths)
@@ -159,6 +161,11 @@ class BatchMerger:
         if len(sym) > 1:
             same = wid[1:] == wid[:-1]
             if raw is not None and self._byte_pairs is not None:
+                if single is not None:  # pairs of two byte symbols from the table, the rest searched
+                    both = same & single[:-1] & single[1:]
+                    other = same & ~both
+                    code[:-1][other] = self.codes(sym[:-1][other], sym[1:][other])
+                    same = both
                 code[:-1][same] = self._byte_pairs[(raw[:-1].astype(np.int32) << 8) | raw[1:]][same]
             else:
                 code[:-1][same] = self.codes(sym[:-1][same], sym[1:][same])
@@ -247,12 +254,13 @@ class BatchMerger:
 
 
 def premerge_chars(sym: np.ndarray, raw: np.ndarray, lengths: np.ndarray, table: np.ndarray):
-    """(symbols, lengths) with each atomic character's bytes replaced by its token. sym: the words'
+    """(symbols, lengths, raw, single) with each atomic character's bytes replaced by its token:
+    raw and single (None when nothing changed) as merge() takes them. sym: the words'
     byte symbols (byte_ids[raw]); table: the atomic_chars entries, code_point << 40 | flags << 32 |
     id, ascending (flags: 1/2 ASCII/multi-byte neighbour on the left allowed, 4/8 on the right)."""
     lead = np.flatnonzero(raw >= 0xC0)
     if not len(lead) or not len(table):
-        return sym, lengths
+        return sym, lengths, raw, None
     pad = np.concatenate((raw, np.zeros(4, dtype=np.uint8))).astype(np.int64)
     b0, b1, b2, b3 = pad[lead], pad[lead + 1] & 0x3F, pad[lead + 2] & 0x3F, pad[lead + 3] & 0x3F
     size = np.where(b0 >= 0xF0, 4, np.where(b0 >= 0xE0, 3, 2))
@@ -263,7 +271,7 @@ def premerge_chars(sym: np.ndarray, raw: np.ndarray, lengths: np.ndarray, table:
     entry = table[at]
     found = (entry >> np.uint64(40)).astype(np.int64) == cp
     if not found.any():
-        return sym, lengths
+        return sym, lengths, raw, None
     flags = ((entry >> np.uint64(32)) & np.uint64(0xFF)).astype(np.int64)
     ends = np.cumsum(lengths)
     wid = np.repeat(np.arange(len(lengths)), lengths)[lead]
@@ -275,7 +283,7 @@ def premerge_chars(sym: np.ndarray, raw: np.ndarray, lengths: np.ndarray, table:
     right_ok = at_end | ((flags & np.where(next_ascii, 4, 8)) != 0)
     ok = np.flatnonzero(found & left_ok & right_ok)
     if not len(ok):
-        return sym, lengths
+        return sym, lengths, raw, None
     sym = sym.copy()
     sym[lead[ok]] = (entry[ok] & np.uint64(0xFFFFFFFF)).astype(sym.dtype)
     keep = np.ones(len(sym), dtype=bool)
@@ -283,4 +291,6 @@ def premerge_chars(sym: np.ndarray, raw: np.ndarray, lengths: np.ndarray, table:
         sel = ok[size[ok] > d]
         keep[lead[sel] + d] = False
     dropped = np.bincount(wid[ok], weights=size[ok] - 1, minlength=len(lengths)).astype(np.int64)
-    return sym[keep], lengths - dropped
+    single = np.ones(len(sym), dtype=bool)
+    single[lead[ok]] = False
+    return sym[keep], lengths - dropped, raw[keep], single[keep]
