@@ -54,6 +54,7 @@ class BPE(VocabFile):
         self._whole = None  # (piece_hash table, token bytes, offsets) as numpy, once batching starts
         self._unreached_h = None  # piece hashes of the unreached tokens, with _whole
         self._atomic = None  # the atomic_chars section as numpy, once batching starts
+        self._present = None  # bpe_batch.hash_filter of the piece_hash table
 
     # -- merges -------------------------------------------------------------------------------
     def pair(self, left: int, right: int) -> tuple[int, int]:
@@ -213,7 +214,7 @@ class BPE(VocabFile):
         from .bpe_batch import whole_tokens
 
         try:
-            return whole_tokens(*self._whole, raw, lengths, with_hashes=True)
+            return whole_tokens(*self._whole, raw, lengths, with_hashes=True, present=self._present)
         except ValueError as e:
             f = self._f
             raise FormatError(f.path, f"inconsistent file: {e}", section="piece_hash",
@@ -245,8 +246,11 @@ class BPE(VocabFile):
                 raise FormatError(f.path, "inconsistent file: token id outside the vocabulary",
                                   section="atomic_chars", offset=f.sections[mtok.SECTION_ATOMIC_CHARS][1])
         if f.has(mtok.SECTION_PIECE_HASH):  # optional: older files merge every piece
+            from .bpe_batch import hash_filter
+
             self._whole = (np.frombuffer(f.view(mtok.SECTION_PIECE_HASH, mtok.U64), dtype="<u8"),
                            np.frombuffer(self.tb, dtype=np.uint8), np.frombuffer(self.off, dtype="<u4"))
+            self._present = hash_filter(self._whole[0])
         if self.ignore_merges:
             if f.has(mtok.SECTION_UNREACHED):
                 ids = f.view(mtok.SECTION_UNREACHED, mtok.U32)

@@ -31,43 +31,76 @@ import numpy as np
 
 INF = np.int64(1 << 62)
 FINISH_WORDS = 8  # live words at or below which the caller's scalar merge finishes them
-HASH_BASE = 0x100000001B3  # odd: the polynomial over a piece's bytes, mod 2^64
-HASH_MIX = 0x9E3779B97F4A7C15  # odd: spreads the sum into the high 32 bits, which are kept
+HASH_MIX = 0x9E3779B97F4A7C15  # odd multipliers that spread a word's key into the high 32 bits
+HASH_MIX2 = 0xBF58476D1CE4E5B9
 
 
 def piece_hashes(raw: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
-    """32-bit hash (as uint64) of each word raw[starts[k]:starts[k] + lengths[k]] (all lengths >= 1):
-    ((sum of byte_i * BASE^i) + length) * MIX mod 2^64, high half. The exporter writes the
-    vocabulary's hashes with this same function; numpy's unsigned arithmetic wraps mod 2^64."""
-    pos = np.arange(len(raw), dtype=np.int64) - np.repeat(starts, lengths)
-    powers = np.full(int(lengths.max()), HASH_BASE, dtype=np.uint64)
-    powers[0] = 1
-    powers = np.cumprod(powers, dtype=np.uint64)
-    h = np.add.reduceat(raw.astype(np.uint64) * powers[pos], starts)
-    h = (h + lengths.astype(np.uint64)) * np.full(len(h), HASH_MIX, dtype=np.uint64)
+    """32-bit hash (as uint64) of each word raw[starts[k]:starts[k] + lengths[k]] (all lengths >= 1),
+    from its length and its first and last four bytes only, so that it costs the same for any
+    length: key = first bytes (little-endian, low 32 bits) | last bytes (from the end, high 32),
+    repeating the edge byte in words under four bytes; h = ((key ^ length * MIX) * MIX2 mod 2^64) >> 32.
+    Words that share those bytes and length collide, which costs the lookup a miss, never an error
+    (whole_tokens compares every candidate's bytes). The exporter hashes the vocabulary with this
+    same function; numpy's unsigned arithmetic wraps mod 2^64."""
+    starts = starts.astype(np.int64)
+    last = starts + lengths - 1
+    key = np.zeros(len(starts), dtype=np.uint64)
+    for j in range(4):
+        head = raw[np.minimum(starts + j, last)].astype(np.uint64)
+        tail = raw[np.maximum(last - j, starts)].astype(np.uint64)
+        key |= (head << np.uint64(8 * j)) | (tail << np.uint64(32 + 8 * j))
+    n = len(key)
+    h = (key ^ (lengths.astype(np.uint64) * np.full(n, HASH_MIX, dtype=np.uint64))) * np.full(n, HASH_MIX2,
+                                                                                              dtype=np.uint64)
     return h >> np.uint64(32)
 
 
+FILTER_BITS = 20  # hash prefix bits of hash_filter (a 1 MiB table)
+
+
+def hash_filter(table: np.ndarray) -> np.ndarray:
+    """A bool per 20-bit hash prefix, set where some piece_hash entry has it: words that cannot be
+    tokens (most of them in non-Latin text) then skip the binary search, built once (~1 ms)."""
+    present = np.zeros(1 << FILTER_BITS, dtype=bool)
+    present[(table >> np.uint64(64 - FILTER_BITS)).astype(np.int64)] = True
+    return present
+
+
 def whole_tokens(table: np.ndarray, tb: np.ndarray, off: np.ndarray, raw: np.ndarray,
-                 lengths: np.ndarray, with_hashes: bool = False):
+                 lengths: np.ndarray, with_hashes: bool = False, present: np.ndarray | None = None):
     """For each word (its bytes back to back in raw), the id of the token with exactly its bytes
     that the piece_hash table lists, else -1. A candidate counts only when its bytes (tb, off: the
     vocabulary) equal the word's, so a damaged table costs misses, never a wrong token; ids
-    outside the vocabulary are refused (ValueError, for the caller to name the file). With
-    with_hashes: (ids, the words' piece hashes)."""
+    outside the vocabulary are refused (ValueError, for the caller to name the file). Two entries
+    per hash are tried (words sharing their edge bytes and length). present: hash_filter(table).
+    With with_hashes: (ids, the words' piece hashes)."""
     starts = np.cumsum(lengths) - lengths
     h = piece_hashes(raw, starts, lengths)
-    if not len(table):
-        none = np.full(len(lengths), -1, dtype=np.int64)
-        return (none, h) if with_hashes else none
-    idx = np.searchsorted(table, h << np.uint64(32))
-    np.minimum(idx, len(table) - 1, out=idx)
-    cand = table[idx]
-    ok = (cand >> np.uint64(32)) == h
-    ids = np.where(ok, cand & np.uint64(0xFFFFFFFF), 0).astype(np.int64)
-    if len(ids) and int(ids.max()) >= len(off) - 1:
+    ids = np.full(len(lengths), -1, dtype=np.int64)
+    if len(table):
+        q = (np.flatnonzero(present[(h >> np.uint64(32 - FILTER_BITS)).astype(np.int64)]) if present is not None
+             else np.arange(len(h)))
+        idx = np.searchsorted(table, h[q] << np.uint64(32))
+        for _probe in range(2):
+            np.minimum(idx, len(table) - 1, out=idx)
+            cand = table[idx]
+            same_hash = (cand >> np.uint64(32)) == h[q]
+            q, idx, cand = q[same_hash], idx[same_hash], cand[same_hash]
+            got = (cand & np.uint64(0xFFFFFFFF)).astype(np.int64)
+            ok = _same_bytes(tb, off, raw, starts[q], lengths[q], got)
+            ids[q[ok]] = got[ok]
+            q, idx = q[~ok], idx[~ok] + 1
+    return (ids, h) if with_hashes else ids
+
+
+def _same_bytes(tb, off, raw, starts, lengths, ids) -> np.ndarray:
+    """Whether token ids[k] has exactly the bytes raw[starts[k]:starts[k] + lengths[k]]."""
+    if not len(ids):
+        return np.zeros(0, dtype=bool)
+    if int(ids.max()) >= len(off) - 1:
         raise ValueError(f"token id {int(ids.max())} outside the vocabulary")
-    ok &= (off[ids + 1] - off[ids]) == lengths
+    ok = (off[ids + 1] - off[ids]) == lengths
     sel = np.flatnonzero(ok)
     if len(sel):
         if int(off[ids[sel] + 1].max()) > len(tb):
@@ -77,8 +110,7 @@ def whole_tokens(table: np.ndarray, tb: np.ndarray, off: np.ndarray, raw: np.nda
         rel = np.arange(int(n.sum()), dtype=np.int64) - np.repeat(first, n)
         same = raw[np.repeat(starts[sel], n) + rel] == tb[np.repeat(off[ids[sel]].astype(np.int64), n) + rel]
         ok[sel] = np.logical_and.reduceat(same, first)
-    ids = np.where(ok, ids, -1)
-    return (ids, h) if with_hashes else ids
+    return ok
 
 
 def nonmono_bitmap(keys: np.ndarray, ranks: np.ndarray, results: np.ndarray) -> bytes:
