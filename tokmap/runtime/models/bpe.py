@@ -91,13 +91,19 @@ class BPE(VocabFile):
     def encode_pieces(self, pieces: list[str]) -> list[int]:
         """Ids of a list of pieces, concatenated: cache hits cost one C-level dict lookup each."""
         cache = self.piece_cache
+        if not cache:  # the first call: every piece is a miss, no need to ask
+            return list(chain.from_iterable(self._fill_misses(pieces, None)))
         hits = list(map(cache.get, pieces))
         if None in hits:
             hits = self._fill_misses(pieces, hits)
         return list(chain.from_iterable(hits))
 
     def _fill_misses(self, pieces, hits):
-        misses = list(dict.fromkeys(compress(pieces, map(is_, hits, repeat(None)))))
+        """Each piece's ids: hits[k] where not None (hits None: all are misses), else encoded here."""
+        if hits is None:
+            misses = list(dict.fromkeys(pieces))
+        else:
+            misses = list(dict.fromkeys(compress(pieces, map(is_, hits, repeat(None)))))
         nbytes = sum(map(len, misses))
         if nbytes < (BATCH_BYTES if "numpy" in sys.modules else BATCH_BYTES_IMPORT):
             got = dict(zip(misses, map(self.encode_piece, misses)))
@@ -112,6 +118,8 @@ class BPE(VocabFile):
                 for p, ids in got.items():
                     if len(p) <= CACHE_PIECE:
                         cache[p] = ids
+        if hits is None:
+            return list(map(got.__getitem__, pieces))
         return list(map(got.get, pieces, hits))  # a miss's ids, else the hit itself
 
     def _encode_many(self, texts: list[str]) -> list[tuple[int, ...]]:
