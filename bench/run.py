@@ -411,6 +411,8 @@ def _guarded(label: str, fn, *a, **kw):
 def main(argv=None) -> int:
     args = parse_args(argv)
     OUT.mkdir(parents=True, exist_ok=True)
+    import cold_start
+    cold_start.byte_compile()  # every part times tokmap from bytecode, as a wheel install has it
     td = common.testdata_dir()
     if not (td / "corpus").is_dir():
         print(f"testdata not found at {td} (set TOKMAP_TESTDATA)", file=sys.stderr)

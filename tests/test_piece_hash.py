@@ -153,3 +153,37 @@ def test_damaged_piece_hash_is_refused(tmp_path):
     bare = write(tmp_path, with_section(path, mtok.SECTION_PIECE_HASH, None), "bare.mtok")
     text = open(_data("corpus/en.txt"), encoding="utf-8").read()[:60000]
     assert tokmap.load(bare).encode_ordinary(text) == tokmap.load(path).encode_ordinary(text)
+
+
+@pytest.mark.parametrize("table", ["full", "none", "without unreached"])
+def test_unreached_tokens_as_whole_pieces(tmp_path, table):
+    """Under ignore_merges a piece equal to a token is that token even where merging does not reach
+    it. The whole-token lookup finds those first; with no table, or with their entries missing (a
+    collision costs the same), the check after merging must still catch every one."""
+    tokenizers = pytest.importorskip("tokenizers")
+    for attempt in range(40):  # a vocabulary with some " ab..." token out of reach
+        rng = random.Random(f"unreached-{attempt}")
+        doc, vocab = _toy_tokenizer_json(rng, True)
+        src = tmp_path / "tokenizer.json"
+        src.write_text(json.dumps(doc), encoding="utf-8")
+        out = tmp_path / "toy.mtok"
+        tokmap.export(src, out)
+        f = MtokFile(out)
+        unreached = set(f.view(mtok.SECTION_UNREACHED, mtok.U32))
+        words = [vocab[i].decode() for i in unreached if vocab[i][:1] == b" " and b" " not in vocab[i][1:]]
+        if words:
+            break
+    assert words, "no seed left a ' ab...' token unreached"
+    if table == "none":
+        out = write(tmp_path, with_section(out, mtok.SECTION_PIECE_HASH, None), "none.mtok")
+    elif table == "without unreached":
+        full = np.frombuffer(f.view(mtok.SECTION_PIECE_HASH, mtok.U64), dtype="<u8")
+        kept = full[~np.isin((full & np.uint64(0xFFFFFFFF)).astype(np.int64), sorted(unreached))]
+        out = write(tmp_path, with_section(out, mtok.SECTION_PIECE_HASH, kept.astype("<u8").tobytes(), mtok.U64),
+                    "partial.mtok")
+    ref = tokenizers.Tokenizer.from_str(json.dumps(doc))
+    filler = [" " + "".join(rng.choice("ab") for _ in range(rng.randint(1, 12))) for _ in range(3000)]
+    text = "".join(rng.sample(filler + words * 20, len(filler) + len(words) * 20))
+    tok = tokmap.load(out)
+    assert tok.encode(text) == ref.encode(text).ids
+    assert tok.model._batch is not None, "the text should have taken the batch path"

@@ -50,7 +50,7 @@ class BPE(VocabFile):
         self._f = f
         self._batch = None  # BatchMerger, built on the first large miss set
         self._byte_ids_np = None
-        self._unreached = None  # bytes of tokens merging does not reach (see _encode_many)
+        self._unreached = None  # ids of tokens merging does not reach (see _merge_words)
         self._whole = None  # (piece_hash table, token bytes, offsets) as numpy, once batching starts
         self._unreached_h = None  # piece hashes of the unreached tokens, with _whole
         self._atomic = None  # the atomic_chars section as numpy, once batching starts
@@ -212,10 +212,9 @@ class BPE(VocabFile):
                 bends = np.cumsum(lengths)
                 words = map(rb.__getitem__, map(slice, (bends - lengths)[multi].tolist(), bends[multi].tolist()))
                 for j, w in zip(multi.tolist(), words):
-                    if w in self._unreached:
-                        i = self.lookup(w)
-                        if i is not None:
-                            out[j] = (i,)
+                    i = self.lookup(w)
+                    if i is not None and i in self._unreached:
+                        out[j] = (i,)
         return out
 
     def _whole_tokens(self, raw, lengths):
@@ -227,17 +226,6 @@ class BPE(VocabFile):
             f = self._f
             raise FormatError(f.path, f"inconsistent file: {e}", section="piece_hash",
                               offset=f.sections[mtok.SECTION_PIECE_HASH][1]) from None
-
-    @staticmethod
-    def _hash_words(words: list[bytes]):
-        import numpy as np
-
-        from .bpe_batch import piece_hashes
-
-        if not words:
-            return np.zeros(0, dtype=np.uint64)
-        lengths = np.fromiter(map(len, words), dtype=np.int64, count=len(words))
-        return piece_hashes(np.frombuffer(b"".join(words), dtype=np.uint8), np.cumsum(lengths) - lengths, lengths)
 
     def _start_batch(self):
         import numpy as np
@@ -265,9 +253,15 @@ class BPE(VocabFile):
                 if len(ids) and max(ids) >= len(self.off) - 1:
                     raise FormatError(f.path, f"inconsistent file: token id {max(ids)} outside the vocabulary",
                                       section="unreached", offset=f.sections[mtok.SECTION_UNREACHED][1])
-                self._unreached = {self.token_bytes(i) for i in ids}
+                self._unreached = set(ids)
                 if self._whole is not None:  # their hashes: the merged words worth checking
-                    self._unreached_h = self._hash_words([w for w in self._unreached if w])
+                    from .bpe_batch import piece_hashes
+
+                    _table, tb, off = self._whole
+                    u = np.frombuffer(ids, dtype="<u4").astype(np.int64)
+                    lengths = (off[u + 1] - off[u]).astype(np.int64)
+                    u = u[lengths > 0]
+                    self._unreached_h = piece_hashes(tb, off[u].astype(np.int64), lengths[lengths > 0])
             else:  # older files: check every multi-token piece against the vocabulary
                 self._unreached = _Everything()
 
