@@ -51,6 +51,7 @@ class BPE(VocabFile):
         self._batch = None  # BatchMerger, built on the first large miss set
         self._byte_ids_np = None
         self._unreached = None  # ids of tokens merging does not reach (see _merge_words)
+        self._unreached_bytes = None  # ... their bytes, for files without a piece_hash section
         self._whole = None  # (piece_hash table, token bytes, offsets) as numpy, once batching starts
         self._unreached_h = None  # piece hashes of the unreached tokens, with _whole
         self._atomic = None  # the atomic_chars section as numpy, once batching starts
@@ -211,7 +212,13 @@ class BPE(VocabFile):
                 rb = raw.tobytes()
                 bends = np.cumsum(lengths)
                 words = map(rb.__getitem__, map(slice, (bends - lengths)[multi].tolist(), bends[multi].tolist()))
-                for j, w in zip(multi.tolist(), words):
+                if hashes is None and isinstance(self._unreached, set):  # a file without piece_hash
+                    if self._unreached_bytes is None:
+                        self._unreached_bytes = {self.token_bytes(i) for i in self._unreached}
+                    pairs = [(j, w) for j, w in zip(multi.tolist(), words) if w in self._unreached_bytes]
+                else:
+                    pairs = zip(multi.tolist(), words)
+                for j, w in pairs:
                     i = self.lookup(w)
                     if i is not None and i in self._unreached:
                         out[j] = (i,)
