@@ -109,13 +109,15 @@ class BPE(VocabFile):
         if nbytes < (BATCH_BYTES if "numpy" in sys.modules else BATCH_BYTES_IMPORT):
             got = dict(zip(misses, map(self.encode_piece, misses)))
         else:
-            got = dict(zip(misses, self._encode_many(misses)))
+            out = self._encode_many(misses)
             cache = self.piece_cache
             if len(cache) > CACHE_MAX:
                 cache.clear()
-            if max(map(len, misses)) <= CACHE_PIECE:
-                cache.update(got)
+            if max(map(len, misses)) <= CACHE_PIECE:  # all remembered: the cache itself answers
+                cache.update(zip(misses, out))
+                got = cache
             else:
+                got = dict(zip(misses, out))
                 for p, ids in got.items():
                     if len(p) <= CACHE_PIECE:
                         cache[p] = ids
