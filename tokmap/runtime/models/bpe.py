@@ -94,6 +94,10 @@ class BPE(VocabFile):
         cache = self.piece_cache
         if not cache:  # the first call: every piece is a miss, no need to ask
             return list(chain.from_iterable(self._fill_misses(pieces, None)))
+        try:  # all hits (a warm call): one pass; the first miss abandons it
+            return list(chain.from_iterable(map(cache.__getitem__, pieces)))
+        except KeyError:
+            pass
         hits = list(map(cache.get, pieces))
         if None in hits:
             hits = self._fill_misses(pieces, hits)
