@@ -52,7 +52,7 @@ class BPE(VocabFile):
         self._byte_ids_np = None
         self._unreached = None  # ids of tokens merging does not reach (see _merge_words)
         self._unreached_bytes = None  # ... their bytes, for files without a piece_hash section
-        self._whole = None  # (piece_hash table, token bytes, offsets) as numpy, once batching starts
+        self._piece_hash = None  # (piece_hash table, token bytes, offsets) as numpy, once batching starts
         self._unreached_h = None  # piece hashes of the unreached tokens, with _whole
         self._atomic = None  # the atomic_chars section as numpy, once batching starts
         self._present = None  # bpe_batch.hash_filter of the piece_hash table
@@ -176,7 +176,7 @@ class BPE(VocabFile):
         counts = np.ones(n, dtype=np.int64)
         found = hashes = None
         miss = np.ones(n, dtype=bool)
-        if self._whole is not None:  # pieces that are tokens: no merging
+        if self._piece_hash is not None:  # pieces that are tokens: no merging
             found, hashes = self._whole_tokens(raw, lengths)
             miss = found < 0
         n_miss = int(np.count_nonzero(miss))
@@ -234,7 +234,7 @@ class BPE(VocabFile):
         from .bpe_batch import whole_tokens
 
         try:
-            return whole_tokens(*self._whole, raw, lengths, with_hashes=True, present=self._present)
+            return whole_tokens(*self._piece_hash, raw, lengths, with_hashes=True, present=self._present)
         except ValueError as e:
             f = self._f
             raise FormatError(f.path, f"inconsistent file: {e}", section="piece_hash",
@@ -257,9 +257,9 @@ class BPE(VocabFile):
         if f.has(mtok.SECTION_PIECE_HASH):  # optional: older files merge every piece
             from .bpe_batch import hash_filter
 
-            self._whole = (np.frombuffer(f.view(mtok.SECTION_PIECE_HASH, mtok.U64), dtype="<u8"),
+            self._piece_hash = (np.frombuffer(f.view(mtok.SECTION_PIECE_HASH, mtok.U64), dtype="<u8"),
                            np.frombuffer(self.tb, dtype=np.uint8), np.frombuffer(self.off, dtype="<u4"))
-            self._present = hash_filter(self._whole[0])
+            self._present = hash_filter(self._piece_hash[0])
         if self.ignore_merges:
             if f.has(mtok.SECTION_UNREACHED):
                 ids = f.view(mtok.SECTION_UNREACHED, mtok.U32)
@@ -267,10 +267,10 @@ class BPE(VocabFile):
                     raise FormatError(f.path, f"inconsistent file: token id {max(ids)} outside the vocabulary",
                                       section="unreached", offset=f.sections[mtok.SECTION_UNREACHED][1])
                 self._unreached = set(ids)
-                if self._whole is not None:  # their hashes: the merged words worth checking
+                if self._piece_hash is not None:  # their hashes: the merged words worth checking
                     from .bpe_batch import piece_hashes
 
-                    _table, tb, off = self._whole
+                    _table, tb, off = self._piece_hash
                     u = np.frombuffer(ids, dtype="<u4").astype(np.int64)
                     lengths = (off[u + 1] - off[u]).astype(np.int64)
                     u = u[lengths > 0]
