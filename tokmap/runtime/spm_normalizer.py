@@ -108,6 +108,197 @@ class CharsMap:
             hit = self._starts[b] = node < len(units) and units[node] & 0x800000FF == b
         return hit
 
+    def walk(self, key: bytes) -> tuple[bool, int | None]:
+        """(whether some key is a prefix of `key`, the trie node after all of `key` or None when
+        no key continues that far): the two facts the inert-character analysis needs."""
+        units = self.units
+        n = len(units)
+        u = units[0]
+        node = (u >> 10) << ((u & 0x200) >> 6)
+        hit = False
+        for c in key:
+            node ^= c
+            if node >= n:
+                return hit, None
+            u = units[node]
+            if u & 0x800000FF != c:
+                return hit, None
+            node ^= (u >> 10) << ((u & 0x200) >> 6)
+            if u & 0x100:
+                hit = True
+        return hit, node
+
+    def children(self, node: int) -> list[int]:
+        """The bytes that continue some key from `node` (a node walk() returned), in order.
+
+        Darts places a node's children at node ^ label, so all of them lie in the 256-unit block
+        that holds node: one slice of it instead of 256 separate unit reads."""
+        units = self.units
+        base = node & ~0xFF
+        block = units[base : min(base + 256, len(units))].tolist()
+        low = node & 0xFF
+        return sorted(k ^ low for k, u in enumerate(block) if u & 0x800000FF == k ^ low)
+
+
+class Inert:
+    """Which characters the charsmap and the user-defined symbols provably leave alone.
+
+    A character is inert at a position when NormalizePrefix there returns it unchanged and consumes
+    exactly it: no user-defined symbol starts with it and the trie finds no key that is a prefix
+    of the text from there. The analysis is kept cheap (it runs on the first encode), so it only
+    proves what a few trie reads show, and anything it cannot prove goes to the byte loop:
+    - ASCII characters one by one. One whose byte leaves the trie at once is inert whatever
+      follows; one that is a proper prefix of some key (but no key itself) is inert unless the
+      next byte continues such a key (`cond`: byte -> those continuation bytes).
+    - Multi-byte characters by lead byte: a lead byte the trie never enters makes all its
+      characters inert (`leads`); otherwise, when the lead byte alone is no key, so are the
+      characters whose second byte the trie does not enter from there (`seconds`).
+    - Surrogates (U+FFFD per byte in the byte loop) are never inert.
+    Without a charsmap every character is inert except those starting a user-defined symbol.
+    """
+
+    def __init__(self, charsmap: "CharsMap | None", user: set[bytes]):
+        user_first = {u[0] for u in user if u}
+        self.ascii: set[int] = set()
+        self.cond: dict[int, tuple[int, ...]] = {}
+        self.leads: set[int] = set()
+        self.seconds: dict[int, set[int]] = {}
+        root = charsmap.children(charsmap.walk(b"")[1]) if charsmap is not None else []
+        for b in range(0x80):
+            if b in user_first:
+                continue
+            if b not in root:
+                self.ascii.add(b)
+                continue
+            hit, node = charsmap.walk(bytes([b]))
+            if not hit:
+                kids = tuple(charsmap.children(node))
+                if kids:
+                    self.cond[b] = kids
+                else:
+                    self.ascii.add(b)
+        for lead in range(0xC2, 0xF5):
+            if lead in user_first:
+                continue
+            if lead == 0xED:  # its second bytes A0-BF are surrogates
+                taken = set() if lead not in root else None
+                if taken is None:
+                    hit, node = charsmap.walk(bytes([lead]))
+                    taken = None if hit else set(charsmap.children(node))
+                if taken is not None:
+                    self.seconds[lead] = set(range(0x80, 0xA0)) - taken
+            elif lead not in root:
+                self.leads.add(lead)
+            else:
+                hit, node = charsmap.walk(bytes([lead]))
+                if not hit:
+                    self.seconds[lead] = set(range(0x80, 0xC0)) - set(charsmap.children(node))
+
+    def str_pattern(self, exclude: str = "") -> str:
+        """One inert character, as a str regex (without the characters in `exclude`)."""
+        ranges = [(b, b) for b in sorted(self.ascii)]
+        ranges += [_lead_range(lead) for lead in sorted(self.leads)]
+        for lead, seconds in sorted(self.seconds.items()):
+            for s2 in sorted(seconds):
+                lo = _block_start(lead, s2)
+                if lo is not None:
+                    ranges.append((lo, min(lo + (1 if lead < 0xE0 else 0x40 if lead < 0xF0 else 0x1000) - 1,
+                                           0x10FFFF)))
+        ranges = _minus(_merge(ranges), [ord(c) for c in exclude])
+        alts = ["[" + _str_class(ranges) + "]"] if ranges else []
+        # ASCII characters spoiled by the same continuation bytes share one lookahead.
+        groups: dict[tuple[int, ...], list[int]] = {}
+        for b, kids in self.cond.items():
+            if chr(b) not in exclude:
+                groups.setdefault(kids, []).append(b)
+        for kids, chars in sorted(groups.items()):
+            spoil = _merge([r for r in map(_lead_range, kids) if r[0] is not None])
+            alts.append("[" + _str_class([(c, c) for c in chars]) + "]"
+                        + ("(?![" + _str_class(spoil) + "])" if spoil else ""))
+        return "(?:" + "|".join(alts) + ")" if alts else "(?!)"
+
+    def bytes_pattern(self, exclude: bytes = b"") -> bytes:
+        """One inert character, as a bytes regex over valid UTF-8 (surrogates excluded), without
+        the ASCII bytes in `exclude`."""
+        alts = []
+        ascii_ = sorted(self.ascii - set(exclude))
+        if ascii_:
+            alts.append(_bytes_class(ascii_))
+        groups: dict[tuple[int, ...], list[int]] = {}
+        for b, kids in self.cond.items():
+            if b not in exclude:
+                groups.setdefault(kids, []).append(b)
+        for kids, chars in sorted(groups.items()):
+            alts.append(_bytes_class(chars) + b"(?!" + _bytes_class(kids) + b")")
+        for k, (lo, hi) in enumerate(((0xC2, 0xDF), (0xE0, 0xEF), (0xF0, 0xF4))):
+            leads = [x for x in sorted(self.leads) if lo <= x <= hi]
+            if leads:
+                alts.append(_bytes_class(leads) + b"[\x80-\xbf]" * (k + 1))
+            for lead in range(lo, hi + 1):
+                seconds = sorted(self.seconds.get(lead, ()))
+                if seconds:
+                    alts.append(re.escape(bytes([lead])) + _bytes_class(seconds) + b"[\x80-\xbf]" * k)
+        return b"(?:" + b"|".join(alts) + b")" if alts else b"(?!)"
+
+
+def _lead_range(b: int):
+    """The code points whose UTF-8 form starts with byte b: (first, last), or (None, None)."""
+    if b < 0x80:
+        return b, b
+    if 0xC2 <= b < 0xE0:
+        return (b & 0x1F) << 6, ((b & 0x1F) << 6) | 0x3F
+    if 0xE0 <= b < 0xF0:
+        return max((b & 0x0F) << 12, 0x800), ((b & 0x0F) << 12) | 0xFFF
+    if 0xF0 <= b < 0xF5:
+        return max((b & 0x07) << 18, 0x10000), min(((b & 0x07) << 18) | 0x3FFFF, 0x10FFFF)
+    return None, None
+
+
+def _block_start(lead: int, s2: int):
+    """First code point of the characters starting with bytes lead, s2 (None if none are valid)."""
+    if lead < 0xE0:
+        cp = ((lead & 0x1F) << 6) | (s2 & 0x3F)
+        return cp if cp >= 0x80 else None
+    if lead < 0xF0:
+        cp = ((lead & 0x0F) << 12) | ((s2 & 0x3F) << 6)
+        return cp if cp >= 0x800 and not 0xD800 <= cp < 0xE000 else None
+    cp = ((lead & 0x07) << 18) | ((s2 & 0x3F) << 12)
+    return cp if 0x10000 <= cp <= 0x10FFFF else None
+
+
+def _merge(ranges):
+    out: list[list[int]] = []
+    for a, z in sorted(ranges):
+        if out and a <= out[-1][1] + 1:
+            out[-1][1] = max(out[-1][1], z)
+        else:
+            out.append([a, z])
+    return [(a, z) for a, z in out]
+
+
+def _minus(ranges, cps):
+    out = list(ranges)
+    for c in cps:
+        nxt = []
+        for a, z in out:
+            if a <= c <= z:
+                if a < c:
+                    nxt.append((a, c - 1))
+                if c < z:
+                    nxt.append((c + 1, z))
+            else:
+                nxt.append((a, z))
+        out = nxt
+    return out
+
+
+def _str_class(ranges) -> str:
+    return "".join(re.escape(chr(a)) if a == z else f"{re.escape(chr(a))}-{re.escape(chr(z))}" for a, z in ranges)
+
+
+def _bytes_class(values) -> bytes:
+    return b"[" + b"".join(re.escape(bytes([v])) for v in values) + b"]"
+
 
 class SpmNormalizer:
     def __init__(self, f, step: dict):
@@ -122,11 +313,19 @@ class SpmNormalizer:
         off = f.view(mtok.SECTION_TOKEN_OFFSETS, mtok.U32)
         self.user = {bytes(tb[off[i] : off[i + 1]]) for i in range(len(types)) if types[i] == 4}
         self.user_lens = sorted({len(u) for u in self.user}, reverse=True)
-        user_first = {u[0] for u in self.user}
-        # Bytes copied through untouched in runs: ASCII other than ' ' that starts no key or symbol.
-        plain = [b for b in range(0x80) if b != 0x20 and b not in user_first
-                 and not (self.charsmap is not None and self.charsmap.starts_with(b))]
-        self.plain_run = re.compile(b"[" + b"".join(re.escape(bytes([b])) for b in plain) + b"]+") if plain else None
+        self._full = None  # built with plain_run on the first normalize (Inert walks the trie)
+        self.plain_run = None
+        self.ws = "\u2581" if self.escape else " "
+
+    def _build(self):
+        """The two inert-text regexes: `_full` matches a whole text that needs no charsmap or
+        symbol work (spaces included when they are inert), `plain_run` a run of inert bytes other
+        than ' ' for the byte loop. With remove_extra_whitespaces a literal U+2581 is kept out of
+        `_full`, since the byte loop trims it from the end like an escaped space."""
+        inert = Inert(self.charsmap, self.user)
+        self.plain_run = re.compile(inert.bytes_pattern(b" ") + b"+")
+        self._full = re.compile(inert.str_pattern("\u2581" if self.remove_extra else "") + "*")
+        return self._full
 
     def prefix(self, data, pos: int) -> tuple[bytes, int]:
         """SentencePiece's NormalizePrefix: (normalized bytes, input bytes consumed)."""
@@ -141,6 +340,21 @@ class SpmNormalizer:
         return (data[pos : pos + ln], ln) if ok else (_FFFD, 1)
 
     def normalize(self, text: str, want_align: bool = False):
+        full = self._full if self._full is not None else self._build()
+        if full.fullmatch(text) is not None:
+            # Every character is inert, so normalize_bytes would copy each one and only handle
+            # the spaces: drop leading, trailing and repeated ones (remove_extra_whitespaces),
+            # escape them, add the dummy prefix.
+            ws = self.ws
+            if self.remove_extra:
+                body = ws.join(filter(None, text.split(" ")))
+            else:
+                body = text.replace(" ", ws) if self.escape else text
+            if not body:
+                return "", None
+            if self.add_dummy_prefix:
+                body = body + ws if self.suffix else ws + body
+            return body, None
         return self.normalize_bytes(text.encode("utf-8", "surrogatepass")).decode("utf-8"), None
 
     def normalize_bytes(self, data: bytes) -> bytes:
@@ -159,6 +373,8 @@ class SpmNormalizer:
         if self.add_dummy_prefix and not self.suffix:
             out += ws
         prev_space = self.remove_extra
+        if self._full is None:
+            self._build()
         plain = self.plain_run
         while pos < n:
             if plain is not None:
