@@ -324,8 +324,81 @@ class SpmNormalizer:
         `_full`, since the byte loop trims it from the end like an escaped space."""
         inert = Inert(self.charsmap, self.user)
         self.plain_run = re.compile(inert.bytes_pattern(b" ") + b"+")
+        # Pieces for _by_pieces: a run of inert characters other than ' ', or any one character.
+        self._pieces = re.compile("(" + inert.str_pattern(" ") + "+)|.", re.S)
+        self._single: dict[str, str | None] = {}
+        self._user_first = {u[0] for u in self.user if u}
         self._full = re.compile(inert.str_pattern("\u2581" if self.remove_extra else "") + "*")
         return self._full
+
+    def _alone(self, c: str) -> str | None:
+        """What NormalizePrefix makes of character c wherever it stands, or None when that can
+        depend on what follows: a user-defined symbol may start with it, some charsmap key
+        extends past it, or the match ends inside it (memoised, bounded)."""
+        got = self._single.get(c, 0)
+        if got != 0:
+            return got
+        data = c.encode("utf-8", "surrogatepass")
+        res = None
+        if data[0] not in self._user_first and not 0xD800 <= ord(c) < 0xE000:
+            free = True
+            if self.charsmap is not None:
+                _hit, node = self.charsmap.walk(data)
+                free = node is None or not self.charsmap.children(node)
+            if free:
+                sp, ln = self.prefix(data, 0)
+                if ln == len(data):
+                    try:
+                        res = sp.decode("utf-8")
+                    except UnicodeDecodeError:
+                        res = None
+        if len(self._single) >= 1 << 12:
+            self._single.clear()
+        self._single[c] = res
+        return res
+
+    def _by_pieces(self, text: str) -> str | None:
+        """normalize_bytes over str: inert runs copied, every other character replaced by what
+        _alone says, with the same whitespace steps; None (use the byte loop) when some character
+        is not context-free."""
+        alone = self._alone
+        parts = []
+        for m in self._pieces.finditer(text):
+            run = m.group(1)
+            if run is not None:
+                parts.append((True, run))
+            else:
+                sp = alone(m.group())
+                if sp is None:
+                    return None
+                parts.append((False, sp))
+        ws, remove = self.ws, self.remove_extra
+        k = 0
+        if remove:
+            while k < len(parts) and parts[k] == (False, " "):
+                k += 1
+        if k >= len(parts):
+            return ""
+        out = [ws] if self.add_dummy_prefix and not self.suffix else []
+        prev_space = remove
+        for is_run, sp in parts[k:]:
+            if is_run:
+                out.append(sp)
+                prev_space = False
+                continue
+            if prev_space:
+                sp = sp.lstrip(" ")
+            if sp:
+                prev_space = sp.endswith(" ")
+                out.append(sp.replace(" ", ws) if self.escape else sp)
+            if not remove:
+                prev_space = False
+        res = "".join(out)
+        if remove:
+            res = res.rstrip(ws)
+        if self.add_dummy_prefix and self.suffix:
+            res += ws
+        return res
 
     def prefix(self, data, pos: int) -> tuple[bytes, int]:
         """SentencePiece's NormalizePrefix: (normalized bytes, input bytes consumed)."""
@@ -355,7 +428,10 @@ class SpmNormalizer:
             if self.add_dummy_prefix:
                 body = body + ws if self.suffix else ws + body
             return body, None
-        return self.normalize_bytes(text.encode("utf-8", "surrogatepass")).decode("utf-8"), None
+        res = self._by_pieces(text)
+        if res is None:
+            res = self.normalize_bytes(text.encode("utf-8", "surrogatepass")).decode("utf-8")
+        return res, None
 
     def normalize_bytes(self, data: bytes) -> bytes:
         n = len(data)

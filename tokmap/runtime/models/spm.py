@@ -78,7 +78,8 @@ class SentencePiece(VocabFile):
             raise ValueError("spm_scores / spm_types / token_offsets sizes disagree")
         self._ready = False
         self.cache: dict[str, list[int]] = {}  # BPE: run -> ids
-        self.word_cache: dict[str, tuple[tuple[int, ...], float]] = {}  # Unigram: run -> (ids, slack)
+        self.word_cache: dict[str, tuple] = {}  # Unigram: run -> (ids, slack, path scores)
+        self._u: dict[int, float] = {}  # text length -> _rounding(length)
 
     # -- vocabulary -------------------------------------------------------------------------
     def piece(self, i: int) -> str:
@@ -194,7 +195,9 @@ class SentencePiece(VocabFile):
                     parts[k] = e = self._unigram_word(w)
                     if len(w) <= WORD_CACHE_LEN:
                         cache[w] = e
-        u = self._rounding(len(text))
+        u = self._u.get(len(text))
+        if u is None:
+            u = self._u[len(text)] = self._rounding(len(text))  # lengths here are < NO_REBASE / S
         if min(map(itemgetter(1), parts)) > u:
             return self._join(list(map(itemgetter(0), parts)))
         x = 0.0
