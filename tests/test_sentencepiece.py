@@ -378,7 +378,7 @@ def test_inert_characters(name, pair):
     _sp, tok = pair(name)
     tok.encode("x")
     nz = tok.pipeline.normalizers[0]
-    nz.normalize("x")
+    nz._build_mixed()  # the byte loop below must run without its inert-run regex
     followers = sorted({"", " ", "a", "A", "\u0300", "\u0301", "\u0308", "\u0338", "\u3099", "\u309a", "\uff9e",
                         "\u2581", "[", "\ud800"} | {chr(b) for b in range(0x20, 0x7F)})
     cps = list(range(0x80)) + list(range(0x80, 0x3100)) + list(range(0x3100, 0x110000, 97))

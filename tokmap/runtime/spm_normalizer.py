@@ -131,13 +131,28 @@ class CharsMap:
     def children(self, node: int) -> list[int]:
         """The bytes that continue some key from `node` (a node walk() returned), in order.
 
-        Darts places a node's children at node ^ label, so all of them lie in the 256-unit block
-        that holds node: one slice of it instead of 256 separate unit reads."""
+        Darts places a node's child for byte c at node ^ c, so they all lie in the 256-unit block
+        holding node, and the one for c is a child when its label byte equals c (and it is no
+        leaf). The label bytes of the block, XORed with the labels expected at each slot, are
+        zero exactly at the children: one big-int XOR and a few finds instead of 256 unit reads
+        (this runs on the first encode)."""
         units = self.units
-        base = node & ~0xFF
-        block = units[base : min(base + 256, len(units))].tolist()
-        low = node & 0xFF
-        return sorted(k ^ low for k, u in enumerate(block) if u & 0x800000FF == k ^ low)
+        base, low = node & ~0xFF, node & 0xFF
+        if base + 256 > len(units):
+            return sorted(c for c in range(256) if (node ^ c) < len(units) and units[node ^ c] & 0x800000FF == c)
+        labels = units[base : base + 256].tobytes()[0::4]  # units are little-endian u32
+        diff = (int.from_bytes(labels, "little") ^ _IDENT ^ (low * _REP)).to_bytes(256, "little")
+        out = []
+        k = diff.find(0)
+        while k >= 0:
+            if not units[base + k] & 0x80000000:
+                out.append(k ^ low)
+            k = diff.find(0, k + 1)
+        return sorted(out)
+
+
+_IDENT = int.from_bytes(bytes(range(256)), "little")  # byte k = k
+_REP = int.from_bytes(b"\x01" * 256, "little")  # times b: byte k = b
 
 
 class Inert:
@@ -194,18 +209,22 @@ class Inert:
                 if not hit:
                     self.seconds[lead] = set(range(0x80, 0xC0)) - set(charsmap.children(node))
 
-    def str_pattern(self, exclude: str = "") -> str:
-        """One inert character, as a str regex (without the characters in `exclude`)."""
-        ranges = [(b, b) for b in sorted(self.ascii)]
-        ranges += [_lead_range(lead) for lead in sorted(self.leads)]
-        for lead, seconds in sorted(self.seconds.items()):
-            for s2 in sorted(seconds):
+    def free_ranges(self) -> list[tuple[int, int]]:
+        """The code points inert whatever follows, as sorted disjoint (first, last) ranges."""
+        ranges = [(b, b) for b in self.ascii]
+        ranges += [_lead_range(lead) for lead in self.leads]
+        for lead, seconds in self.seconds.items():
+            size = 1 if lead < 0xE0 else 0x40 if lead < 0xF0 else 0x1000
+            for s2 in seconds:
                 lo = _block_start(lead, s2)
                 if lo is not None:
-                    ranges.append((lo, min(lo + (1 if lead < 0xE0 else 0x40 if lead < 0xF0 else 0x1000) - 1,
-                                           0x10FFFF)))
-        ranges = _minus(_merge(ranges), [ord(c) for c in exclude])
-        alts = ["[" + _str_class(ranges) + "]"] if ranges else []
+                    ranges.append((lo, min(lo + size - 1, 0x10FFFF)))
+        return _merge(ranges)
+
+    def str_pattern(self, exclude: str = "", free: list | None = None) -> str:
+        """One inert character, as a str regex (without the characters in `exclude`)."""
+        ranges = _minus(self.free_ranges() if free is None else free, [ord(c) for c in exclude])
+        alts = [_str_set(ranges)] if ranges else []
         # ASCII characters spoiled by the same continuation bytes share one lookahead.
         groups: dict[tuple[int, ...], list[int]] = {}
         for b, kids in self.cond.items():
@@ -213,8 +232,8 @@ class Inert:
                 groups.setdefault(kids, []).append(b)
         for kids, chars in sorted(groups.items()):
             spoil = _merge([r for r in map(_lead_range, kids) if r[0] is not None])
-            alts.append("[" + _str_class([(c, c) for c in chars]) + "]"
-                        + ("(?![" + _str_class(spoil) + "])" if spoil else ""))
+            alts.append("[" + _str_class([(c, c) for c in sorted(chars)]) + "]"
+                        + ("(?!" + _str_set(spoil) + ")" if spoil else ""))
         return "(?:" + "|".join(alts) + ")" if alts else "(?!)"
 
     def bytes_pattern(self, exclude: bytes = b"") -> bytes:
@@ -292,6 +311,26 @@ def _minus(ranges, cps):
     return out
 
 
+def _str_set(ranges) -> str:
+    """A class matching exactly the code points in `ranges` (sorted, disjoint), written negated
+    when that lists fewer BMP code points: sre's compiler visits each BMP code point of a class
+    in Python, and the inert sets cover most of the BMP (this runs on the first encode)."""
+    comp, lo = [], 0
+    for a, z in ranges:
+        if a > lo:
+            comp.append((lo, a - 1))
+        lo = z + 1
+    if lo <= 0x10FFFF:
+        comp.append((lo, 0x10FFFF))
+
+    def bmp(rs):
+        return sum(min(z, 0xFFFF) - a + 1 for a, z in rs if a <= 0xFFFF)
+
+    if bmp(ranges) <= bmp(comp):
+        return "[" + _str_class(ranges) + "]"
+    return "[^" + _str_class(comp) + "]" if comp else "[\\s\\S]"
+
+
 def _str_class(ranges) -> str:
     return "".join(re.escape(chr(a)) if a == z else f"{re.escape(chr(a))}-{re.escape(chr(z))}" for a, z in ranges)
 
@@ -313,23 +352,32 @@ class SpmNormalizer:
         off = f.view(mtok.SECTION_TOKEN_OFFSETS, mtok.U32)
         self.user = {bytes(tb[off[i] : off[i + 1]]) for i in range(len(types)) if types[i] == 4}
         self.user_lens = sorted({len(u) for u in self.user}, reverse=True)
-        self._full = None  # built with plain_run on the first normalize (Inert walks the trie)
+        self._full = None  # the inert-text regexes, built on first use (Inert walks the trie)
+        self._pieces = None
         self.plain_run = None
         self.ws = "\u2581" if self.escape else " "
 
     def _build(self):
-        """The two inert-text regexes: `_full` matches a whole text that needs no charsmap or
-        symbol work (spaces included when they are inert), `plain_run` a run of inert bytes other
-        than ' ' for the byte loop. With remove_extra_whitespaces a literal U+2581 is kept out of
-        `_full`, since the byte loop trims it from the end like an escaped space."""
-        inert = Inert(self.charsmap, self.user)
-        self.plain_run = re.compile(inert.bytes_pattern(b" ") + b"+")
-        # Pieces for _by_pieces: a run of inert characters other than ' ', or any one character.
-        self._pieces = re.compile("(" + inert.str_pattern(" ") + "+)|.", re.S)
+        """`_full`, the regex matching a whole text that needs no charsmap or symbol work (its
+        spaces included when they are inert). With remove_extra_whitespaces a literal U+2581 is
+        kept out of it, since the byte loop trims it from the end like an escaped space. Built on
+        the first normalize; the regexes for other text wait for the first such text
+        (_build_mixed), so that an encode-once process compiles only this one."""
+        self._inert = Inert(self.charsmap, self.user)
+        self._free = self._inert.free_ranges()
+        self._full = re.compile(self._inert.str_pattern("\u2581" if self.remove_extra else "", self._free) + "*")
+        return self._full
+
+    def _build_mixed(self):
+        """`_pieces` for _by_pieces (a run of inert characters other than ' ', or any one
+        character) and `plain_run` for the byte loop (a run of inert bytes other than ' ')."""
+        if self._full is None:
+            self._build()
+        self.plain_run = re.compile(self._inert.bytes_pattern(b" ") + b"+")
+        self._pieces = re.compile("(" + self._inert.str_pattern(" ", self._free) + "+)|.", re.S)
         self._single: dict[str, str | None] = {}
         self._user_first = {u[0] for u in self.user if u}
-        self._full = re.compile(inert.str_pattern("\u2581" if self.remove_extra else "") + "*")
-        return self._full
+        return self._pieces
 
     def _alone(self, c: str) -> str | None:
         """What NormalizePrefix makes of character c wherever it stands, or None when that can
@@ -363,7 +411,8 @@ class SpmNormalizer:
         is not context-free."""
         alone = self._alone
         parts = []
-        for m in self._pieces.finditer(text):
+        pieces = self._pieces if self._pieces is not None else self._build_mixed()
+        for m in pieces.finditer(text):
             run = m.group(1)
             if run is not None:
                 parts.append((True, run))
@@ -449,8 +498,8 @@ class SpmNormalizer:
         if self.add_dummy_prefix and not self.suffix:
             out += ws
         prev_space = self.remove_extra
-        if self._full is None:
-            self._build()
+        if self._pieces is None:
+            self._build_mixed()
         plain = self.plain_run
         while pos < n:
             if plain is not None:
