@@ -7,6 +7,11 @@ one byte). Around that: remove_extra_whitespaces drops leading spaces, collapses
 end; the dummy prefix adds one space at the start (the end with treat_whitespace_as_suffix); and
 escape_whitespaces turns ' ' into U+2581. This is SentencePiece's longest match, not HF's
 grapheme-cluster Precompiled rule (CONFORMANCE §3, §11).
+
+Most text never needs that loop: the characters the trie and the user-defined symbols provably
+leave alone (Inert) are found once, so a text made of them only has its spaces handled, and a text
+with a few others has each of those replaced as it would be anywhere (when that does not depend on
+what follows), all over str.
 """
 
 from __future__ import annotations

@@ -14,9 +14,11 @@ tokenizers' (CONFORMANCE §11):
 Lookup tables (piece -> id) are built on the first encode, never at load.
 
 Both models cut the text before every U+2581 that follows another character when no piece holds
-such a pair, and remember the ids of each run between cuts (a bounded word cache). For BPE that is
-exact outright; for Unigram only when the run's Viterbi decisions win by more than float32
-rounding could move them (see _unigram_word), else the whole text is decoded at once.
+such a pair, and remember the ids of each run between cuts (bounded word caches). For BPE that is
+exact outright. For Unigram a remembered run is reused only where its Viterbi choices win by more
+than float32 rounding could move them at the scores the text reaches (_unigram_word); another run
+is decoded from the score carried in, and a text long enough for the lattice to rebase its scores
+is decoded whole.
 """
 
 from __future__ import annotations
