@@ -229,16 +229,22 @@ class Inert:
     def str_pattern(self, exclude: str = "", free: list | None = None) -> str:
         """One inert character, as a str regex (without the characters in `exclude`)."""
         ranges = _minus(self.free_ranges() if free is None else free, [ord(c) for c in exclude])
-        alts = [_str_set(ranges)] if ranges else []
+        # Cheapest tests first: sre tries the alternatives in order, and a small ASCII class is a
+        # bitmap while the big one is a list of ranges scanned in turn.
+        low = [(a, min(z, 0x7F)) for a, z in ranges if a < 0x80]
+        high = [(max(a, 0x80), z) for a, z in ranges if z >= 0x80]
+        alts = ["[" + _str_class(low) + "]"] if low else []
         # ASCII characters spoiled by the same continuation bytes share one lookahead.
         groups: dict[tuple[int, ...], list[int]] = {}
         for b, kids in self.cond.items():
             if chr(b) not in exclude:
                 groups.setdefault(kids, []).append(b)
-        for kids, chars in sorted(groups.items()):
+        for kids, chars in sorted(groups.items(), key=lambda g: -len(g[1])):
             spoil = _merge([r for r in map(_lead_range, kids) if r[0] is not None])
             alts.append("[" + _str_class([(c, c) for c in sorted(chars)]) + "]"
                         + ("(?!" + _str_set(spoil) + ")" if spoil else ""))
+        if high:
+            alts.append(_str_set(high, 0x80))
         return "(?:" + "|".join(alts) + ")" if alts else "(?!)"
 
     def bytes_pattern(self, exclude: bytes = b"") -> bytes:
@@ -316,11 +322,12 @@ def _minus(ranges, cps):
     return out
 
 
-def _str_set(ranges) -> str:
-    """A class matching exactly the code points in `ranges` (sorted, disjoint), written negated
-    when that lists fewer BMP code points: sre's compiler visits each BMP code point of a class
-    in Python, and the inert sets cover most of the BMP (this runs on the first encode)."""
-    comp, lo = [], 0
+def _str_set(ranges, lo: int = 0) -> str:
+    """A class matching exactly the code points from `lo` on that are in `ranges` (sorted,
+    disjoint, none below lo), written negated when that lists fewer BMP code points: sre's
+    compiler visits each BMP code point of a class in Python, and the inert sets cover most of
+    the BMP (this runs on the first encode). The negated form also excludes 0 .. lo-1."""
+    comp = [(0, lo - 1)] if lo else []
     for a, z in ranges:
         if a > lo:
             comp.append((lo, a - 1))
@@ -363,14 +370,21 @@ class SpmNormalizer:
         self.ws = "\u2581" if self.escape else " "
 
     def _build(self):
-        """`_full`, the regex matching a whole text that needs no charsmap or symbol work (its
-        spaces included when they are inert). With remove_extra_whitespaces a literal U+2581 is
-        kept out of it, since the byte loop trims it from the end like an escaped space. Built on
+        """The whole-text test: `_full` matches a text of inert characters and of characters
+        inert unless a continuation byte follows (Inert.cond), and `_spoil` finds any character
+        whose first byte is such a continuation byte; a text `_full` matches and `_spoil` finds
+        nothing in needs no charsmap or symbol work. (Two plain scans: a per-character lookahead
+        made the one regex several times slower.) With remove_extra_whitespaces a literal U+2581
+        is kept out, since the byte loop trims it from the end like an escaped space. Built on
         the first normalize; the regexes for other text wait for the first such text
-        (_build_mixed), so that an encode-once process compiles only this one."""
-        self._inert = Inert(self.charsmap, self.user)
-        self._free = self._inert.free_ranges()
-        self._full = re.compile(self._inert.str_pattern("\u2581" if self.remove_extra else "", self._free) + "*")
+        (_build_mixed), so that an encode-once process compiles only these."""
+        inert = self._inert = Inert(self.charsmap, self.user)
+        self._free = inert.free_ranges()
+        chars = _merge(self._free + [(b, b) for b in inert.cond])
+        self._full = re.compile(_str_set(_minus(chars, [0x2581] if self.remove_extra else [])) + "*")
+        spoil = _merge([r for kids in inert.cond.values() for r in map(_lead_range, kids) if r[0] is not None])
+        self._spoil = re.compile(_str_set(spoil)) if spoil else None
+        self._spoil_ascii = any(a < 0x80 for a, _z in spoil)
         return self._full
 
     def _build_mixed(self):
@@ -468,7 +482,8 @@ class SpmNormalizer:
 
     def normalize(self, text: str, want_align: bool = False):
         full = self._full if self._full is not None else self._build()
-        if full.fullmatch(text) is not None:
+        if full.fullmatch(text) is not None and (self._spoil is None or (text.isascii() and not self._spoil_ascii)
+                                                 or self._spoil.search(text) is None):
             # Every character is inert, so normalize_bytes would copy each one and only handle
             # the spaces: drop leading, trailing and repeated ones (remove_extra_whitespaces),
             # escape them, add the dummy prefix.
