@@ -64,7 +64,6 @@ class CharsMap:
         self.units = blob[4 : 4 + size].cast("I")
         self.pool = blob[4 + size :]
         self._values: dict[int, bytes] = {}
-        self._starts: dict[int, bool] = {}
 
     def value(self, v: int) -> bytes:
         s = self._values.get(v)
@@ -102,16 +101,6 @@ class CharsMap:
                 if found == MAX_TRIE_RESULTS:
                     break
         return best_len, best_val
-
-    def starts_with(self, b: int) -> bool:
-        """Whether some key begins with byte b (memoised; lets plain ASCII runs skip the trie)."""
-        hit = self._starts.get(b)
-        if hit is None:
-            units = self.units
-            u = units[0]
-            node = ((u >> 10) << ((u & 0x200) >> 6)) ^ b
-            hit = self._starts[b] = node < len(units) and units[node] & 0x800000FF == b
-        return hit
 
     def walk(self, key: bytes) -> tuple[bool, int | None]:
         """(whether some key is a prefix of `key`, the trie node after all of `key` or None when
@@ -200,19 +189,19 @@ class Inert:
         for lead in range(0xC2, 0xF5):
             if lead in user_first:
                 continue
-            if lead == 0xED:  # its second bytes A0-BF are surrogates
-                taken = set() if lead not in root else None
-                if taken is None:
-                    hit, node = charsmap.walk(bytes([lead]))
-                    taken = None if hit else set(charsmap.children(node))
-                if taken is not None:
-                    self.seconds[lead] = set(range(0x80, 0xA0)) - taken
-            elif lead not in root:
-                self.leads.add(lead)
+            if lead not in root:
+                taken = set()
             else:
                 hit, node = charsmap.walk(bytes([lead]))
-                if not hit:
-                    self.seconds[lead] = set(range(0x80, 0xC0)) - set(charsmap.children(node))
+                if hit:
+                    continue
+                taken = set(charsmap.children(node))
+            if lead == 0xED:  # its second bytes A0-BF make surrogates
+                self.seconds[lead] = set(range(0x80, 0xA0)) - taken
+            elif taken:
+                self.seconds[lead] = set(range(0x80, 0xC0)) - taken
+            else:
+                self.leads.add(lead)
 
     def free_ranges(self) -> list[tuple[int, int]]:
         """The code points inert whatever follows, as sorted disjoint (first, last) ranges."""
@@ -229,8 +218,8 @@ class Inert:
     def str_pattern(self, exclude: str = "", free: list | None = None) -> str:
         """One inert character, as a str regex (without the characters in `exclude`)."""
         ranges = _minus(self.free_ranges() if free is None else free, [ord(c) for c in exclude])
-        # Cheapest tests first: sre tries the alternatives in order, and a small ASCII class is a
-        # bitmap while the big one is a list of ranges scanned in turn.
+        # sre tries the alternatives in order: the ASCII class (a bitmap test) first, as most
+        # text is ASCII.
         low = [(a, min(z, 0x7F)) for a, z in ranges if a < 0x80]
         high = [(max(a, 0x80), z) for a, z in ranges if z >= 0x80]
         alts = ["[" + _str_class(low) + "]"] if low else []
