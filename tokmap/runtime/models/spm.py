@@ -123,17 +123,21 @@ class SentencePiece(VocabFile):
             max_len = max(max_len, max(map(len, kept_strs), default=1))
         # min() keeps the current value unless a later one is smaller, as the per-piece loop did
         # (a NaN score never wins).
-        lo = min(chain((float("inf"),), compress(self.scores.tolist(), map(NORMAL.__eq__, types))))
+        normal_scores = list(compress(self.scores.tolist(), map(NORMAL.__eq__, types)))
+        lo = min(chain((float("inf"),), normal_scores))
         self.pieces, self.reserved, self.user, self.byte_ids = pieces, reserved, user, byte_ids
         self.user_lens = sorted({len(u) for u in user}, reverse=True)
         self.prefixes, self.max_len = prefixes, max_len
         self.unk_score = f32(lo - 10.0) if lo != float("inf") else f32(3.4028234663852886e38 - 10.0)
         self.cut = not whole and UNUSED not in types
-        # The largest |score| a lattice node can add (NORMAL, USER_DEFINED, unknown): bounds the
-        # path scores for the float32 rounding argument of _unigram_word. Not finite: no cache.
-        node_scores = [self.scores[i] for i in kept if types[i] == NORMAL]
-        node_scores += [self.unk_score] + [0.1 * len(u.encode("utf-8")) for u in user]
-        self.max_abs_score = max(map(abs, node_scores)) if all(map(math.isfinite, node_scores)) else None
+        # Unigram: the largest |score| a lattice node can add (NORMAL, USER_DEFINED, unknown)
+        # bounds the path scores for the float32 rounding argument of _unigram_word (not finite:
+        # no word cache).
+        self.max_abs_score = None
+        if self.kind != "bpe":
+            node_scores = normal_scores + [self.unk_score] + [0.1 * len(u.encode("utf-8")) for u in user]
+            if all(map(math.isfinite, node_scores)):
+                self.max_abs_score = max(map(abs, node_scores))
         self._ready = True
 
     # -- encoding ---------------------------------------------------------------------------
