@@ -322,3 +322,74 @@ def test_trained_options(kind, corpus, tmp_path):
     for _ in range(300):
         ids = [rng.randrange(sp.get_piece_size()) for _ in range(rng.randint(0, 10))]
         assert tok.decode(ids) == sp.decode(ids), ids
+
+
+# -- the word caches and the inert-text fast path --------------------------------------------
+def _piece_strings(sp, n: int, seed: int) -> list[str]:
+    """Texts made of the model's own pieces ("▁" as a space), glued or spaced, so that runs
+    between cuts recur in many contexts and long pieces meet at every boundary."""
+    rng = random.Random(seed)
+    pieces = [sp.id_to_piece(i) for i in range(sp.get_piece_size())
+              if not (sp.is_control(i) or sp.is_unknown(i) or sp.is_byte(i))]
+    out = []
+    for _ in range(n):
+        k = rng.randint(1, 12)
+        glue = rng.choice(["", "", " ", "  "])
+        s = glue.join(rng.choice(pieces) for _ in range(k)).replace("\u2581", " ")
+        out.append(s if rng.random() < 0.8 else s.replace(" ", ""))
+    return out
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_runs_from_pieces(name, pair):
+    """Cutting before "▁" and remembering each run's ids (BPE outright, Unigram when its choices
+    survive float32 rounding) gives sentencepiece's ids: strings built from the vocabulary, each
+    encoded twice (the second time from the cache, in a context other than where it was filled)."""
+    sp, tok = pair(name)
+    texts = _piece_strings(sp, 3_000, seed=17)
+    assert not _compare(sp, tok, texts)
+    assert not _compare(sp, tok, texts[::-1])
+
+
+def test_unigram_near_tie(tmp_path):
+    """A Unigram run whose best path wins by less than float32 rounding at the score the text has
+    reached before it: its remembered ids must not be reused there. With these scores "▁b" beats
+    "▁" + "b" by 9e-8 in exact arithmetic, but after three "▁c" (score -300) sentencepiece's
+    float32 sums pick "▁" + "b"."""
+    spm = pytest.importorskip("sentencepiece")
+    b, c, a = -0.35529205203056335, -1.710124135017395, -2.065416097640991
+    blob = (_piece("<unk>", 0, 2) + _piece("<s>", 0, 3) + _piece("</s>", 0, 3) + _piece("\u2581", b)
+            + _piece("b", c) + _piece("\u2581b", a) + _piece("\u2581c", -100.0) + _field(2, 2, _field(3, 0, _varint(1))))
+    (tmp_path / "t.model").write_bytes(blob)
+    tokmap.export(tmp_path / "t.model", tmp_path / "t.mtok")
+    sp, tok = spm.SentencePieceProcessor(model_file=str(tmp_path / "t.model")), tokmap.load(tmp_path / "t.mtok")
+    texts = ["b", "c b", "c c b", "c c c b", "c c c c c b", "c c c b c b", "b c c c b"] * 2
+    assert sp.encode("c c c b")[-2:] == [3, 4] and sp.encode("b") == [5]  # the case is a real one
+    assert not _compare(sp, tok, texts)
+    ids, slack, _path = tok.model.word_cache["\u2581b"]
+    assert ids == (5,) and slack < tok.model._rounding(len("\u2581c\u2581c\u2581c\u2581b"))
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_inert_characters(name, pair):
+    """The characters the normalizer proves inert (copied through without a trie walk) are: the
+    fast paths agree with the plain byte loop, which walks the charsmap at every position, on each
+    code point of a wide sample followed by each character that continues some key."""
+    _sp, tok = pair(name)
+    tok.encode("x")
+    nz = tok.pipeline.normalizers[0]
+    nz._build_mixed()  # the byte loop below must run without its inert-run regex
+    followers = sorted({"", " ", "a", "A", "\u0300", "\u0301", "\u0308", "\u0338", "\u3099", "\u309a", "\uff9e",
+                        "\u2581", "[", "\ud800"} | {chr(b) for b in range(0x20, 0x7F)})
+    cps = list(range(0x80)) + list(range(0x80, 0x3100)) + list(range(0x3100, 0x110000, 97))
+    texts = [chr(cp) + f for cp in cps if not 0xD800 <= cp < 0xE000 for f in followers[:: 1 if cp < 0x80 else 9]]
+
+    def byte_loop(s):
+        plain, nz.plain_run = nz.plain_run, None
+        try:
+            return nz.normalize_bytes(s.encode("utf-8", "surrogatepass")).decode("utf-8")
+        finally:
+            nz.plain_run = plain
+
+    bad = [s for s in texts if nz.normalize(s)[0] != byte_loop(s)]
+    assert not bad, f"{len(bad)} differ, first: {bad[:5]!r}"

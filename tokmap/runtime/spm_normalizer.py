@@ -7,6 +7,11 @@ one byte). Around that: remove_extra_whitespaces drops leading spaces, collapses
 end; the dummy prefix adds one space at the start (the end with treat_whitespace_as_suffix); and
 escape_whitespaces turns ' ' into U+2581. This is SentencePiece's longest match, not HF's
 grapheme-cluster Precompiled rule (CONFORMANCE §3, §11).
+
+Most text never needs that loop: the characters the trie and the user-defined symbols provably
+leave alone (Inert) are found once, so a text made of them only has its spaces handled, and a text
+with a few others has each of those replaced as it would be anywhere (when that does not depend on
+what follows), all over str.
 """
 
 from __future__ import annotations
@@ -59,7 +64,6 @@ class CharsMap:
         self.units = blob[4 : 4 + size].cast("I")
         self.pool = blob[4 + size :]
         self._values: dict[int, bytes] = {}
-        self._starts: dict[int, bool] = {}
 
     def value(self, v: int) -> bytes:
         s = self._values.get(v)
@@ -98,15 +102,242 @@ class CharsMap:
                     break
         return best_len, best_val
 
-    def starts_with(self, b: int) -> bool:
-        """Whether some key begins with byte b (memoised; lets plain ASCII runs skip the trie)."""
-        hit = self._starts.get(b)
-        if hit is None:
-            units = self.units
-            u = units[0]
-            node = ((u >> 10) << ((u & 0x200) >> 6)) ^ b
-            hit = self._starts[b] = node < len(units) and units[node] & 0x800000FF == b
-        return hit
+    def walk(self, key: bytes) -> tuple[bool, int | None]:
+        """(whether some key is a prefix of `key`, the trie node after all of `key` or None when
+        no key continues that far): the two facts the inert-character analysis needs."""
+        units = self.units
+        n = len(units)
+        u = units[0]
+        node = (u >> 10) << ((u & 0x200) >> 6)
+        hit = False
+        for c in key:
+            node ^= c
+            if node >= n:
+                return hit, None
+            u = units[node]
+            if u & 0x800000FF != c:
+                return hit, None
+            node ^= (u >> 10) << ((u & 0x200) >> 6)
+            if u & 0x100:
+                hit = True
+        return hit, node
+
+    def children(self, node: int) -> list[int]:
+        """The bytes that continue some key from `node` (a node walk() returned), in order.
+
+        Darts places a node's child for byte c at node ^ c, so they all lie in the 256-unit block
+        holding node, and the one for c is a child when its label byte equals c (and it is no
+        leaf). The label bytes of the block, XORed with the labels expected at each slot, are
+        zero exactly at the children: one big-int XOR and a few finds instead of 256 unit reads
+        (this runs on the first encode)."""
+        units = self.units
+        base, low = node & ~0xFF, node & 0xFF
+        if base + 256 > len(units):
+            return sorted(c for c in range(256) if (node ^ c) < len(units) and units[node ^ c] & 0x800000FF == c)
+        labels = units[base : base + 256].tobytes()[0::4]  # units are little-endian u32
+        diff = (int.from_bytes(labels, "little") ^ _IDENT ^ (low * _REP)).to_bytes(256, "little")
+        out = []
+        k = diff.find(0)
+        while k >= 0:
+            if not units[base + k] & 0x80000000:
+                out.append(k ^ low)
+            k = diff.find(0, k + 1)
+        return sorted(out)
+
+
+_IDENT = int.from_bytes(bytes(range(256)), "little")  # byte k = k
+_REP = int.from_bytes(b"\x01" * 256, "little")  # times b: byte k = b
+
+
+class Inert:
+    """Which characters the charsmap and the user-defined symbols provably leave alone.
+
+    A character is inert at a position when NormalizePrefix there returns it unchanged and consumes
+    exactly it: no user-defined symbol starts with it and the trie finds no key that is a prefix
+    of the text from there. The analysis is kept cheap (it runs on the first encode), so it only
+    proves what a few trie reads show, and anything it cannot prove goes to the byte loop:
+    - ASCII characters one by one. One whose byte leaves the trie at once is inert whatever
+      follows; one that is a proper prefix of some key (but no key itself) is inert unless the
+      next byte continues such a key (`cond`: byte -> those continuation bytes).
+    - Multi-byte characters by lead byte: a lead byte the trie never enters makes all its
+      characters inert (`leads`); otherwise, when the lead byte alone is no key, so are the
+      characters whose second byte the trie does not enter from there (`seconds`).
+    - Surrogates (U+FFFD per byte in the byte loop) are never inert.
+    Without a charsmap every character is inert except those starting a user-defined symbol.
+    """
+
+    def __init__(self, charsmap: "CharsMap | None", user: set[bytes]):
+        user_first = {u[0] for u in user if u}
+        self.ascii: set[int] = set()
+        self.cond: dict[int, tuple[int, ...]] = {}
+        self.leads: set[int] = set()
+        self.seconds: dict[int, set[int]] = {}
+        root = charsmap.children(charsmap.walk(b"")[1]) if charsmap is not None else []
+        for b in range(0x80):
+            if b in user_first:
+                continue
+            if b not in root:
+                self.ascii.add(b)
+                continue
+            hit, node = charsmap.walk(bytes([b]))
+            if not hit:
+                kids = tuple(charsmap.children(node))
+                if kids:
+                    self.cond[b] = kids
+                else:
+                    self.ascii.add(b)
+        for lead in range(0xC2, 0xF5):
+            if lead in user_first:
+                continue
+            if lead not in root:
+                taken = set()
+            else:
+                hit, node = charsmap.walk(bytes([lead]))
+                if hit:
+                    continue
+                taken = set(charsmap.children(node))
+            if lead == 0xED:  # its second bytes A0-BF make surrogates
+                self.seconds[lead] = set(range(0x80, 0xA0)) - taken
+            elif taken:
+                self.seconds[lead] = set(range(0x80, 0xC0)) - taken
+            else:
+                self.leads.add(lead)
+
+    def free_ranges(self) -> list[tuple[int, int]]:
+        """The code points inert whatever follows, as sorted disjoint (first, last) ranges."""
+        ranges = [(b, b) for b in self.ascii]
+        ranges += [_lead_range(lead) for lead in self.leads]
+        for lead, seconds in self.seconds.items():
+            size = 1 if lead < 0xE0 else 0x40 if lead < 0xF0 else 0x1000
+            for s2 in seconds:
+                lo = _block_start(lead, s2)
+                if lo is not None:
+                    ranges.append((lo, min(lo + size - 1, 0x10FFFF)))
+        return _merge(ranges)
+
+    def str_pattern(self, exclude: str = "", free: list | None = None) -> str:
+        """One inert character, as a str regex (without the characters in `exclude`)."""
+        ranges = _minus(self.free_ranges() if free is None else free, [ord(c) for c in exclude])
+        # sre tries the alternatives in order: the ASCII class (a bitmap test) first, as most
+        # text is ASCII.
+        low = [(a, min(z, 0x7F)) for a, z in ranges if a < 0x80]
+        high = [(max(a, 0x80), z) for a, z in ranges if z >= 0x80]
+        alts = ["[" + _str_class(low) + "]"] if low else []
+        # ASCII characters spoiled by the same continuation bytes share one lookahead.
+        groups: dict[tuple[int, ...], list[int]] = {}
+        for b, kids in self.cond.items():
+            if chr(b) not in exclude:
+                groups.setdefault(kids, []).append(b)
+        for kids, chars in sorted(groups.items(), key=lambda g: -len(g[1])):
+            spoil = _merge([r for r in map(_lead_range, kids) if r[0] is not None])
+            alts.append("[" + _str_class([(c, c) for c in sorted(chars)]) + "]"
+                        + ("(?!" + _str_set(spoil) + ")" if spoil else ""))
+        if high:
+            alts.append(_str_set(high, 0x80))
+        return "(?:" + "|".join(alts) + ")" if alts else "(?!)"
+
+    def bytes_pattern(self, exclude: bytes = b"") -> bytes:
+        """One inert character, as a bytes regex over valid UTF-8 (surrogates excluded), without
+        the ASCII bytes in `exclude`."""
+        alts = []
+        ascii_ = sorted(self.ascii - set(exclude))
+        if ascii_:
+            alts.append(_bytes_class(ascii_))
+        groups: dict[tuple[int, ...], list[int]] = {}
+        for b, kids in self.cond.items():
+            if b not in exclude:
+                groups.setdefault(kids, []).append(b)
+        for kids, chars in sorted(groups.items()):
+            alts.append(_bytes_class(chars) + b"(?!" + _bytes_class(kids) + b")")
+        for k, (lo, hi) in enumerate(((0xC2, 0xDF), (0xE0, 0xEF), (0xF0, 0xF4))):
+            leads = [x for x in sorted(self.leads) if lo <= x <= hi]
+            if leads:
+                alts.append(_bytes_class(leads) + b"[\x80-\xbf]" * (k + 1))
+            for lead in range(lo, hi + 1):
+                seconds = sorted(self.seconds.get(lead, ()))
+                if seconds:
+                    alts.append(re.escape(bytes([lead])) + _bytes_class(seconds) + b"[\x80-\xbf]" * k)
+        return b"(?:" + b"|".join(alts) + b")" if alts else b"(?!)"
+
+
+def _lead_range(b: int):
+    """The code points whose UTF-8 form starts with byte b: (first, last), or (None, None)."""
+    if b < 0x80:
+        return b, b
+    if 0xC2 <= b < 0xE0:
+        return (b & 0x1F) << 6, ((b & 0x1F) << 6) | 0x3F
+    if 0xE0 <= b < 0xF0:
+        return max((b & 0x0F) << 12, 0x800), ((b & 0x0F) << 12) | 0xFFF
+    if 0xF0 <= b < 0xF5:
+        return max((b & 0x07) << 18, 0x10000), min(((b & 0x07) << 18) | 0x3FFFF, 0x10FFFF)
+    return None, None
+
+
+def _block_start(lead: int, s2: int):
+    """First code point of the characters starting with bytes lead, s2 (None if none are valid)."""
+    if lead < 0xE0:
+        cp = ((lead & 0x1F) << 6) | (s2 & 0x3F)
+        return cp if cp >= 0x80 else None
+    if lead < 0xF0:
+        cp = ((lead & 0x0F) << 12) | ((s2 & 0x3F) << 6)
+        return cp if cp >= 0x800 and not 0xD800 <= cp < 0xE000 else None
+    cp = ((lead & 0x07) << 18) | ((s2 & 0x3F) << 12)
+    return cp if 0x10000 <= cp <= 0x10FFFF else None
+
+
+def _merge(ranges):
+    out: list[list[int]] = []
+    for a, z in sorted(ranges):
+        if out and a <= out[-1][1] + 1:
+            out[-1][1] = max(out[-1][1], z)
+        else:
+            out.append([a, z])
+    return [(a, z) for a, z in out]
+
+
+def _minus(ranges, cps):
+    out = list(ranges)
+    for c in cps:
+        nxt = []
+        for a, z in out:
+            if a <= c <= z:
+                if a < c:
+                    nxt.append((a, c - 1))
+                if c < z:
+                    nxt.append((c + 1, z))
+            else:
+                nxt.append((a, z))
+        out = nxt
+    return out
+
+
+def _str_set(ranges, lo: int = 0) -> str:
+    """A class matching exactly the code points from `lo` on that are in `ranges` (sorted,
+    disjoint, none below lo), written negated when that lists fewer BMP code points: sre's
+    compiler visits each BMP code point of a class in Python, and the inert sets cover most of
+    the BMP (this runs on the first encode). The negated form also excludes 0 .. lo-1."""
+    comp = [(0, lo - 1)] if lo else []
+    for a, z in ranges:
+        if a > lo:
+            comp.append((lo, a - 1))
+        lo = z + 1
+    if lo <= 0x10FFFF:
+        comp.append((lo, 0x10FFFF))
+
+    def bmp(rs):
+        return sum(min(z, 0xFFFF) - a + 1 for a, z in rs if a <= 0xFFFF)
+
+    if bmp(ranges) <= bmp(comp):
+        return "[" + _str_class(ranges) + "]"
+    return "[^" + _str_class(comp) + "]" if comp else "[\\s\\S]"
+
+
+def _str_class(ranges) -> str:
+    return "".join(re.escape(chr(a)) if a == z else f"{re.escape(chr(a))}-{re.escape(chr(z))}" for a, z in ranges)
+
+
+def _bytes_class(values) -> bytes:
+    return b"[" + b"".join(re.escape(bytes([v])) for v in values) + b"]"
 
 
 class SpmNormalizer:
@@ -122,11 +353,109 @@ class SpmNormalizer:
         off = f.view(mtok.SECTION_TOKEN_OFFSETS, mtok.U32)
         self.user = {bytes(tb[off[i] : off[i + 1]]) for i in range(len(types)) if types[i] == 4}
         self.user_lens = sorted({len(u) for u in self.user}, reverse=True)
-        user_first = {u[0] for u in self.user}
-        # Bytes copied through untouched in runs: ASCII other than ' ' that starts no key or symbol.
-        plain = [b for b in range(0x80) if b != 0x20 and b not in user_first
-                 and not (self.charsmap is not None and self.charsmap.starts_with(b))]
-        self.plain_run = re.compile(b"[" + b"".join(re.escape(bytes([b])) for b in plain) + b"]+") if plain else None
+        self._full = None  # the inert-text regexes, built on first use (Inert walks the trie)
+        self._pieces = None
+        self.plain_run = None
+        self.ws = "\u2581" if self.escape else " "
+
+    def _build(self):
+        """The whole-text test: `_full` matches a text of inert characters and of characters
+        inert unless a continuation byte follows (Inert.cond), and `_spoil` finds any character
+        whose first byte is such a continuation byte; a text `_full` matches and `_spoil` finds
+        nothing in needs no charsmap or symbol work. (Two plain scans: a per-character lookahead
+        made the one regex several times slower.) With remove_extra_whitespaces a literal U+2581
+        is kept out, since the byte loop trims it from the end like an escaped space. Built on
+        the first normalize; the regexes for other text wait for the first such text
+        (_build_mixed), so that an encode-once process compiles only these."""
+        inert = self._inert = Inert(self.charsmap, self.user)
+        self._free = inert.free_ranges()
+        chars = _merge(self._free + [(b, b) for b in inert.cond])
+        self._full = re.compile(_str_set(_minus(chars, [0x2581] if self.remove_extra else [])) + "*")
+        spoil = _merge([r for kids in inert.cond.values() for r in map(_lead_range, kids) if r[0] is not None])
+        self._spoil = re.compile(_str_set(spoil)) if spoil else None
+        self._spoil_ascii = any(a < 0x80 for a, _z in spoil)
+        return self._full
+
+    def _build_mixed(self):
+        """`_pieces` for _by_pieces (a run of inert characters other than ' ', or any one
+        character) and `plain_run` for the byte loop (a run of inert bytes other than ' ')."""
+        if self._full is None:
+            self._build()
+        self.plain_run = re.compile(self._inert.bytes_pattern(b" ") + b"+")
+        self._pieces = re.compile("(" + self._inert.str_pattern(" ", self._free) + "+)|.", re.S)
+        self._single: dict[str, str | None] = {}
+        self._user_first = {u[0] for u in self.user if u}
+        return self._pieces
+
+    def _alone(self, c: str) -> str | None:
+        """What NormalizePrefix makes of character c wherever it stands, or None when that can
+        depend on what follows: a user-defined symbol may start with it, some charsmap key
+        extends past it, or the match ends inside it (memoised, bounded)."""
+        got = self._single.get(c, 0)
+        if got != 0:
+            return got
+        data = c.encode("utf-8", "surrogatepass")
+        res = None
+        if data[0] not in self._user_first and not 0xD800 <= ord(c) < 0xE000:
+            free = True
+            if self.charsmap is not None:
+                _hit, node = self.charsmap.walk(data)
+                free = node is None or not self.charsmap.children(node)
+            if free:
+                sp, ln = self.prefix(data, 0)
+                if ln == len(data):
+                    try:
+                        res = sp.decode("utf-8")
+                    except UnicodeDecodeError:
+                        res = None
+        if len(self._single) >= 1 << 12:
+            self._single.clear()
+        self._single[c] = res
+        return res
+
+    def _by_pieces(self, text: str) -> str | None:
+        """normalize_bytes over str: inert runs copied, every other character replaced by what
+        _alone says, with the same whitespace steps; None (use the byte loop) when some character
+        is not context-free."""
+        alone = self._alone
+        parts = []
+        pieces = self._pieces if self._pieces is not None else self._build_mixed()
+        for m in pieces.finditer(text):
+            run = m.group(1)
+            if run is not None:
+                parts.append((True, run))
+            else:
+                sp = alone(m.group())
+                if sp is None:
+                    return None
+                parts.append((False, sp))
+        ws, remove = self.ws, self.remove_extra
+        k = 0
+        if remove:
+            while k < len(parts) and parts[k] == (False, " "):
+                k += 1
+        if k >= len(parts):
+            return ""
+        out = [ws] if self.add_dummy_prefix and not self.suffix else []
+        prev_space = remove
+        for is_run, sp in parts[k:]:
+            if is_run:
+                out.append(sp)
+                prev_space = False
+                continue
+            if prev_space:
+                sp = sp.lstrip(" ")
+            if sp:
+                prev_space = sp.endswith(" ")
+                out.append(sp.replace(" ", ws) if self.escape else sp)
+            if not remove:
+                prev_space = False
+        res = "".join(out)
+        if remove:
+            res = res.rstrip(ws)
+        if self.add_dummy_prefix and self.suffix:
+            res += ws
+        return res
 
     def prefix(self, data, pos: int) -> tuple[bytes, int]:
         """SentencePiece's NormalizePrefix: (normalized bytes, input bytes consumed)."""
@@ -141,7 +470,26 @@ class SpmNormalizer:
         return (data[pos : pos + ln], ln) if ok else (_FFFD, 1)
 
     def normalize(self, text: str, want_align: bool = False):
-        return self.normalize_bytes(text.encode("utf-8", "surrogatepass")).decode("utf-8"), None
+        full = self._full if self._full is not None else self._build()
+        if full.fullmatch(text) is not None and (self._spoil is None or (text.isascii() and not self._spoil_ascii)
+                                                 or self._spoil.search(text) is None):
+            # Every character is inert, so normalize_bytes would copy each one and only handle
+            # the spaces: drop leading, trailing and repeated ones (remove_extra_whitespaces),
+            # escape them, add the dummy prefix.
+            ws = self.ws
+            if self.remove_extra:
+                body = ws.join(filter(None, text.split(" ")))
+            else:
+                body = text.replace(" ", ws) if self.escape else text
+            if not body:
+                return "", None
+            if self.add_dummy_prefix:
+                body = body + ws if self.suffix else ws + body
+            return body, None
+        res = self._by_pieces(text)
+        if res is None:
+            res = self.normalize_bytes(text.encode("utf-8", "surrogatepass")).decode("utf-8")
+        return res, None
 
     def normalize_bytes(self, data: bytes) -> bytes:
         n = len(data)
@@ -159,6 +507,8 @@ class SpmNormalizer:
         if self.add_dummy_prefix and not self.suffix:
             out += ws
         prev_space = self.remove_extra
+        if self._pieces is None:
+            self._build_mixed()
         plain = self.plain_run
         while pos < n:
             if plain is not None:

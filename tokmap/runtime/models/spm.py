@@ -12,17 +12,26 @@ tokenizers' (CONFORMANCE §11):
 - Then unknown pieces become <0xHH> byte pieces with byte_fallback, else runs of unknowns collapse
   to one unk id.
 Lookup tables (piece -> id) are built on the first encode, never at load.
+
+Both models cut the text before every U+2581 that follows another character when no piece holds
+such a pair, and remember the ids of each run between cuts (bounded word caches). For BPE that is
+exact outright. For Unigram a remembered run is reused only where its Viterbi choices win by more
+than float32 rounding could move them at the scores the text reaches (_unigram_word); another run
+is decoded from the score carried in, and a text long enough for the lattice to rebase its scores
+is decoded whole.
 """
 
 from __future__ import annotations
 
 import heapq
+import math
 import re
 import struct
 from itertools import chain, compress
-from operator import not_
+from operator import itemgetter, not_
 
 from ... import mtok
+from . import WORD_CACHE_LEN, WORD_CACHE_MAX
 from .vocab import VocabFile
 
 NORMAL, UNKNOWN, CONTROL, USER_DEFINED, UNUSED, BYTE = 1, 2, 3, 4, 5, 6
@@ -30,11 +39,19 @@ WS = "\u2581"
 _F32 = struct.Struct("<f")
 MAX_RESEGMENT_DEPTH = 100
 RESET = 100000.0  # |path score| above which the Unigram lattice rebases its scores (sentencepiece 0.2.3)
-_CACHE_LIMIT = 1 << 16
+NO_REBASE = RESET / 1.001  # chars x largest |score| below this: the lattice cannot reach RESET
 # A merge can never cross the start of a "▁" that follows another character when no piece holds
-# such a pair: the text then splits there into independent runs (memoised).
-_CUT = re.compile("(?<=[^\u2581])(?=\u2581)")
+# such a pair: the text then splits there into independent runs (memoised). findall of _RUNS
+# gives those runs (each "▁"s then other chars, or a leading run of other chars), as a split at
+# the zero-width cut would, in half the time.
+_RUNS = re.compile("\u2581+[^\u2581]*|[^\u2581]+")
 _NEEDS_WHOLE = re.compile("[^\u2581]\u2581")
+# Why the cut is exact. BPE: a pair straddling the cut would merge into a piece holding
+# "<char>▁" past its start, and none does, so each run merges alone, in the same order (highest
+# score, then leftmost) as inside the whole text; user-defined symbols are matched left to right
+# and one covering the cut would hold such a pair too. Unigram: every lattice node (a kept piece or
+# a one-char unknown) lies inside one run for the same reason, so every path passes through each
+# cut, and only float32 rounding ties a run's choices to the score the text reached before it.
 # The same over pieces joined by NUL; led by the literal so that sre skips ahead to each "▁".
 _NEEDS_WHOLE_JOINED = re.compile("\u2581(?<=[^\u2581\0]\u2581)")
 _KEPT = frozenset((NORMAL, USER_DEFINED, UNUSED))  # the pieces SentencePiece's BPE and Viterbi may use
@@ -64,7 +81,9 @@ class SentencePiece(VocabFile):
         if len(self.scores) != self.n or len(self.off) != self.n + 1:
             raise ValueError("spm_scores / spm_types / token_offsets sizes disagree")
         self._ready = False
-        self.cache: dict[str, list[int]] = {}
+        self.cache: dict[str, list[int]] = {}  # BPE: run -> ids
+        self.word_cache: dict[str, tuple] = {}  # Unigram: run -> (ids, slack, path scores)
+        self._u: dict[int, float] = {}  # text length -> _rounding(length)
 
     # -- vocabulary -------------------------------------------------------------------------
     def piece(self, i: int) -> str:
@@ -104,12 +123,21 @@ class SentencePiece(VocabFile):
             max_len = max(max_len, max(map(len, kept_strs), default=1))
         # min() keeps the current value unless a later one is smaller, as the per-piece loop did
         # (a NaN score never wins).
-        lo = min(chain((float("inf"),), compress(self.scores.tolist(), map(NORMAL.__eq__, types))))
+        normal_scores = list(compress(self.scores.tolist(), map(NORMAL.__eq__, types)))
+        lo = min(chain((float("inf"),), normal_scores))
         self.pieces, self.reserved, self.user, self.byte_ids = pieces, reserved, user, byte_ids
         self.user_lens = sorted({len(u) for u in user}, reverse=True)
         self.prefixes, self.max_len = prefixes, max_len
         self.unk_score = f32(lo - 10.0) if lo != float("inf") else f32(3.4028234663852886e38 - 10.0)
         self.cut = not whole and UNUSED not in types
+        # Unigram: the largest |score| a lattice node can add (NORMAL, USER_DEFINED, unknown)
+        # bounds the path scores for the float32 rounding argument of _unigram_word (not finite:
+        # no word cache).
+        self.max_abs_score = None
+        if self.kind != "bpe":
+            node_scores = normal_scores + [self.unk_score] + [0.1 * len(u.encode("utf-8")) for u in user]
+            if all(map(math.isfinite, node_scores)):
+                self.max_abs_score = max(map(abs, node_scores))
         self._ready = True
 
     # -- encoding ---------------------------------------------------------------------------
@@ -124,26 +152,158 @@ class SentencePiece(VocabFile):
             self._prepare()
         if self.kind == "bpe":
             if self.cut:
-                out: list[int] = []
-                prev_unk = False
-                cache = self.cache
-                for seg in _CUT.split(text):
-                    ids = cache.get(seg)
-                    if ids is None:
-                        ids = self._finish(self._bpe(seg))
-                        if len(cache) >= _CACHE_LIMIT:
-                            cache.clear()
-                        cache[seg] = ids
-                    if not ids:
-                        continue
-                    # A run of unknowns across two runs collapses as it would in one.
-                    if prev_unk and ids[0] == self.unk_id and not self.byte_fallback:
-                        ids = ids[1:]
-                    out.extend(ids)
-                    prev_unk = bool(out) and out[-1] == self.unk_id
-                return out
+                return self._bpe_runs(_RUNS.findall(text))
             return self._finish(self._bpe(text))
-        return self._finish(self._unigram(text))
+        if self.cut and self.max_abs_score is not None and len(text) * self.max_abs_score < NO_REBASE:
+            return self._unigram_cached(text)
+        return self._finish(self._unigram(text)[0])
+
+    def _bpe_runs(self, runs: list[str]) -> list[int]:
+        """BPE over each run apart (see _RUNS), remembered per run when short."""
+        cache = self.cache
+        parts = list(map(cache.get, runs))
+        if None in parts:
+            if len(cache) >= WORD_CACHE_MAX:
+                cache.clear()
+            for k, w in enumerate(runs):
+                if parts[k] is None:
+                    parts[k] = ids = self._finish(self._bpe(w))
+                    if len(w) <= WORD_CACHE_LEN:
+                        cache[w] = ids
+        return self._join(parts)
+
+    def _join(self, parts: list) -> list[int]:
+        """The runs' ids in order. Without byte fallback a run of unknowns spanning two runs
+        collapses to one unk id, as it would in one run (one C-level scan finds whether any does)."""
+        out = list(chain.from_iterable(parts))
+        if self.byte_fallback or self.unk_id not in out:
+            return out
+        out = []
+        unk = self.unk_id
+        for ids in parts:
+            if ids and out and out[-1] == unk and ids[0] == unk:
+                out.extend(ids[1:])
+            else:
+                out.extend(ids)
+        return out
+
+    def _unigram_cached(self, text: str) -> list[int]:
+        """Unigram run by run, on a text too short for the lattice ever to rebase its scores.
+
+        Each run's lattice only sees the score X the text reached at its start (every path passes
+        through the cut), so the whole-text Viterbi is the runs' Viterbis in turn, each started
+        from the X the previous one ended with. A run whose remembered choices hold whatever X is
+        (_unigram_word) gives its ids from the cache, and its end score is X summed along its
+        path in float32, since the lattice keeps exactly those nodes; any other run is decoded
+        from its X."""
+        cache = self.word_cache
+        segs = _RUNS.findall(text)
+        parts = list(map(cache.get, segs))
+        if None in parts:
+            if len(cache) >= WORD_CACHE_MAX:
+                cache.clear()
+            for k, w in enumerate(segs):
+                if parts[k] is None:
+                    parts[k] = e = self._unigram_word(w)
+                    if len(w) <= WORD_CACHE_LEN:
+                        cache[w] = e
+        u = self._u.get(len(text))
+        if u is None:
+            u = self._u[len(text)] = self._rounding(len(text))  # lengths here are < NO_REBASE / S
+        if min(map(itemgetter(1), parts)) > u:
+            return self._join(list(map(itemgetter(0), parts)))
+        x = 0.0
+        out = []
+        for w, (ids, slack, path) in zip(segs, parts):
+            if slack > u:
+                for sc in path:
+                    x = f32(x + sc)
+            else:
+                pieces, x = self._unigram(w, x)
+                ids = self._finish(pieces)
+            out.append(ids)
+        return self._join(out)
+
+    def _rounding(self, n: int) -> float:
+        """u for a text of n chars (n S < RESET, S the largest |node score|): twice the largest
+        rounding error of one float32 operation of its lattice. A path holds at most n nodes, so
+        every score there stays below n S (a little more, for the roundings themselves), and
+        rounding a value under 2^e errs by at most 2^(e-25) = u / 2; the other half covers the
+        double arithmetic of _unigram_word."""
+        v = 1.001 * n * self.max_abs_score
+        return math.ldexp(1.0, math.frexp(v)[1] - 24) if v > 0 else 0.0
+
+    def _unigram_word(self, text: str) -> tuple[tuple[int, ...], float, tuple[float, ...]]:
+        """(ids, slack, node scores along the path) of one run between cuts, by Viterbi in exact
+        (double) arithmetic.
+
+        Inside a whole text with no rebase, the lattice reaches this run's first position with
+        some float32 score X, and each candidate score at the run's position j is X + its exact
+        score within the run + an error below j u / 2 (one rounding per node of its path); so
+        is the score kept there, whichever candidate won, being the largest of such values. So
+        where the exact winner beats every other candidate by more than L u (L positions in the
+        run), the float32 lattice keeps the same node whatever X is. Only the positions the
+        backtrack visits decide the ids, so slack = (the smallest winning margin over those) / 2L:
+        the ids hold within a text whose u (_rounding) is below it. An exact tie gives slack 0.
+        """
+        n = len(text)
+        inf = float("inf")
+        best = [0.0] * (n + 1)
+        second = [-inf] * (n + 1)
+        start = [-1] * (n + 1)
+        best_id = [0] * (n + 1)
+        best_sc = [0.0] * (n + 1)  # the kept node's own (float32) score
+        pieces, prefixes, types, scores = self.pieces, self.prefixes, self.types, self.scores
+        max_len, unk_score, unk = self.max_len, self.unk_score, self.unk_id
+        for i in range(n):
+            here = best[i]
+            single = False
+            for ln in range(1, min(max_len, n - i) + 1):
+                sub = text[i : i + ln]
+                if sub not in prefixes:
+                    break
+                pid = pieces.get(sub)
+                if pid is None:
+                    continue
+                t = types[pid]
+                if t == UNUSED:
+                    continue
+                sc = f32(0.1 * (len(sub.encode("utf-8")) - 1)) if t == USER_DEFINED else scores[pid]
+                j = i + ln
+                cand = sc + here
+                if start[j] == -1:
+                    best[j], start[j], best_id[j], best_sc[j] = cand, i, pid, sc
+                elif cand > best[j]:
+                    second[j] = best[j]
+                    best[j], start[j], best_id[j], best_sc[j] = cand, i, pid, sc
+                elif cand > second[j]:
+                    second[j] = cand
+                if ln == 1:
+                    single = True
+            if not single:
+                j = i + 1
+                cand = unk_score + here
+                if start[j] == -1:
+                    best[j], start[j], best_id[j], best_sc[j] = cand, i, unk, unk_score
+                elif cand > best[j]:
+                    second[j] = best[j]
+                    best[j], start[j], best_id[j], best_sc[j] = cand, i, unk, unk_score
+                elif cand > second[j]:
+                    second[j] = cand
+        margin = inf
+        out = []
+        path = []
+        e = n
+        while e > 0:
+            s = start[e]
+            out.append((text[s:e], best_id[e]))
+            path.append(best_sc[e])
+            if best[e] - second[e] < margin:
+                margin = best[e] - second[e]
+            e = s
+        out.reverse()
+        path.reverse()
+        return tuple(self._finish(out)), margin / (2 * n), tuple(path)
 
     def _finish(self, result: list[tuple[str, int]]) -> list[int]:
         """Byte fallback for unknown pieces, else collapse runs of unknowns (PopulateSentencePieceText)."""
@@ -234,9 +394,12 @@ class SentencePiece(VocabFile):
             k = nxt[k]
         return out
 
-    def _unigram(self, text: str) -> list[tuple[str, int]]:
+    def _unigram(self, text: str, base: float = 0.0) -> tuple[list[tuple[str, int]], float]:
+        """SentencePiece's Viterbi over text, its lattice starting from score `base` (the score a
+        longer text reached where this run of it starts): the pieces and the score at the end."""
         n = len(text)
         best = [0.0] * (n + 1)
+        best[0] = base
         start = [-1] * (n + 1)
         best_id = [0] * (n + 1)
         pieces, prefixes, types, scores = self.pieces, self.prefixes, self.types, self.scores
@@ -294,7 +457,7 @@ class SentencePiece(VocabFile):
             out.append((text[s:e], best_id[e]))
             e = s
         out.reverse()
-        return out
+        return out, best[n]
 
     # -- decoding ---------------------------------------------------------------------------
     def decode(self, ids: list[int]) -> str:
