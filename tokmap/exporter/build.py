@@ -9,7 +9,6 @@ already been refused by the reader.
 from __future__ import annotations
 
 import json
-import struct
 from array import array
 
 from .. import __version__, bytelevel, mtok
