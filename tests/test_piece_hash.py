@@ -108,16 +108,22 @@ def _toy_tokenizer_json(rng: random.Random, ignore_merges: bool) -> tuple[dict, 
     return doc, vocab
 
 
-@pytest.mark.parametrize("ignore_merges", [False, True])
-@pytest.mark.parametrize("seed", range(4))
-def test_table_lists_the_whole_piece_tokens_and_batches_encode_like_tokenizers(tmp_path, seed, ignore_merges):
-    tokenizers = pytest.importorskip("tokenizers")
-    rng = random.Random(f"piece-hash-{seed}-{ignore_merges}")
+def _export_toy(tmp_path, rng: random.Random, ignore_merges: bool):
+    """(tokenizer.json document, vocabulary, path of its .mtok export)."""
     doc, vocab = _toy_tokenizer_json(rng, ignore_merges)
     src = tmp_path / "tokenizer.json"
     src.write_text(json.dumps(doc), encoding="utf-8")
     out = tmp_path / "toy.mtok"
     tokmap.export(src, out)
+    return doc, vocab, out
+
+
+@pytest.mark.parametrize("ignore_merges", [False, True])
+@pytest.mark.parametrize("seed", range(4))
+def test_table_lists_the_whole_piece_tokens_and_batches_encode_like_tokenizers(tmp_path, seed, ignore_merges):
+    tokenizers = pytest.importorskip("tokenizers")
+    rng = random.Random(f"piece-hash-{seed}-{ignore_merges}")
+    doc, vocab, out = _export_toy(tmp_path, rng, ignore_merges)
     tok = tokmap.load(out)
     model = tok.model
     table = np.frombuffer(MtokFile(out).view(mtok.SECTION_PIECE_HASH, mtok.U64), dtype="<u8")
@@ -163,11 +169,7 @@ def test_unreached_tokens_as_whole_pieces(tmp_path, table):
     tokenizers = pytest.importorskip("tokenizers")
     for attempt in range(40):  # a vocabulary with some " ab..." token out of reach
         rng = random.Random(f"unreached-{attempt}")
-        doc, vocab = _toy_tokenizer_json(rng, True)
-        src = tmp_path / "tokenizer.json"
-        src.write_text(json.dumps(doc), encoding="utf-8")
-        out = tmp_path / "toy.mtok"
-        tokmap.export(src, out)
+        doc, vocab, out = _export_toy(tmp_path, rng, True)
         f = MtokFile(out)
         unreached = set(f.view(mtok.SECTION_UNREACHED, mtok.U32))
         words = [vocab[i].decode() for i in unreached if vocab[i][:1] == b" " and b" " not in vocab[i][1:]]
