@@ -255,3 +255,56 @@ def segmenter(steps):
     if not any(s.behavior == "removed" and s.memo[32] == "\x01" for s in steps):
         return None
     return _SegMemo(steps)
+
+
+class NeedsContext(Exception):
+    """Raised through str.translate by a `ChainMemo` for a char whose result depends on its
+    neighbours; the caller then runs the steps one by one. (Not a LookupError: translate would
+    take that for "leave the char as it is".)"""
+
+
+class ChainMemo(dict):
+    """cp -> what a run of per-char normalizers and then a `segmenter` make of it, so that one
+    str.translate does the whole normalize + pre-tokenize of a short text (each step alone costs
+    a translate, ~5 of them for BERT, most of a short call).
+
+    Exact only where every step is per-char: CharMap tables, and NFD/NFKD, whose decompositions
+    are per-char but whose canonical reordering can swap marks (ccc != 0) that came from two
+    neighbouring chars. A char leaving such a mark that the later steps keep (BERT's strip_accents
+    drops almost all of them) raises NeedsContext instead of being mapped."""
+
+    def __init__(self, steps, seg):
+        super().__init__()
+        self.steps, self.seg, self.contextual = steps, seg, set()
+
+    def __missing__(self, cp):
+        if cp in self.contextual:
+            raise NeedsContext
+        s = chr(cp)
+        for i, step in enumerate(self.steps):
+            s = step.normalize(s, False)[0]
+            norm = getattr(step, "norm", None)
+            if norm is not None and any(norm.ccc(ord(c)) and self._kept(c, i + 1) for c in s):
+                self.contextual.add(cp)
+                raise NeedsContext
+        seg = self.seg
+        out = "".join(v if isinstance(v, str) else chr(v) for v in (seg[ord(c)] for c in s))
+        v = cp if out == chr(cp) else out
+        self[cp] = v
+        return v
+
+    def _kept(self, ch, start):
+        for step in self.steps[start:]:
+            ch = step.normalize(ch, False)[0]
+        return bool(ch)
+
+
+def chain_memo(normalizers: list, seg):
+    """A ChainMemo for these normalizer steps before segmenter `seg`, or None when a step is not
+    per-char (Strip, composing forms, SentencePiece steps)."""
+    from .normalizers import UnicodeForm
+
+    for st in normalizers:
+        if not (isinstance(st, CharMap) or (isinstance(st, UnicodeForm) and st.form in ("NFD", "NFKD"))):
+            return None
+    return ChainMemo(list(normalizers), seg)

@@ -28,6 +28,10 @@ def build(pipe):
 
         def words(ntext):
             return list(filter(None, bert.apply_memo(ntext, seg)[0].split(" ")))
+
+        chain = bert.chain_memo(pipe.normalizers, seg)
+        if chain is not None:
+            return _chained(pipe, chain, words, enc)
     elif kind == "MetaspaceStep" and len(pipe.pre) == 1:
         words = pipe.pre[0].words
         if words is None:
@@ -47,6 +51,31 @@ def build(pipe):
                 if normalizers:
                     stretch = pipe.normalize(stretch)[0]
                 ids.extend(enc(words(stretch)))
+        return ids
+
+    return run
+
+
+def _chained(pipe, chain, words, enc):
+    """`run` when the normalizers and the pre-tokenizer fold into one translate table (ChainMemo):
+    one C pass per stretch; a stretch holding a char that needs its neighbours takes the steps."""
+    from .bert import NeedsContext
+
+    raw = pipe.raw_matcher
+
+    def run(text: str) -> list[int]:
+        spans = [(None, 0, len(text))] if raw is None else raw.split(text)
+        ids: list[int] = []
+        for tok, s, e in spans:
+            if tok is not None:
+                ids.append(tok.id)
+            elif e > s:
+                stretch = text[s:e]
+                try:
+                    ws = list(filter(None, stretch.translate(chain).split(" ")))
+                except NeedsContext:
+                    ws = words(pipe.normalize(stretch)[0])
+                ids.extend(enc(ws))
         return ids
 
     return run

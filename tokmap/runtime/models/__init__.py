@@ -7,26 +7,33 @@ A model has `encode_piece(text) -> tuple[int, ...]` and `piece_offsets(text, ids
 
 from __future__ import annotations
 
-from itertools import chain
+from itertools import chain, compress, repeat
+from operator import is_
 
 WORD_CACHE_MAX = 1 << 16  # words; a word cache is emptied when it grows past this
 WORD_CACHE_LEN = 64  # chars; longer words are not remembered
 
 
 def encode_cached(cache: dict, words: list[str], encode_one) -> list[int]:
-    """Ids of many words at once: one C-level pass of dict lookups, the misses filled by
-    encode_one(word) -> tuple of ids (and remembered when short). Shared by the models whose
-    whole-stretch path hands over a word list (WordPiece, Unigram)."""
-    parts = list(map(cache.get, words))
-    if None in parts:
-        if len(cache) > WORD_CACHE_MAX:
-            cache.clear()
-        for k, w in enumerate(words):
-            if parts[k] is None:
-                ids = encode_one(w)
-                if len(w) <= WORD_CACHE_LEN:
-                    cache[w] = ids
-                parts[k] = ids
+    """Ids of many words at once: one C-level pass of dict lookups, each distinct miss filled once
+    by encode_one(word) -> tuple of ids (and remembered when short). Shared by the models whose
+    whole-stretch path hands over a word list (WordPiece, Unigram, WordLevel)."""
+    if cache:
+        parts = list(map(cache.get, words))
+        if None not in parts:
+            return list(chain.from_iterable(parts))
+        fresh = dict.fromkeys(compress(words, map(is_, parts, repeat(None))))
+    else:  # a first call over a document: most of its words repeat, none is known
+        fresh = dict.fromkeys(words)
+    for w in fresh:
+        fresh[w] = encode_one(w)
+    cache.update(fresh)
+    parts = list(map(cache.__getitem__, words))
+    if len(cache) > WORD_CACHE_MAX:
+        cache.clear()
+    for w in fresh:
+        if len(w) > WORD_CACHE_LEN:
+            cache.pop(w, None)
     return list(chain.from_iterable(parts))
 
 

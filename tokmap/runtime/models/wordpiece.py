@@ -3,7 +3,8 @@
 A piece longer than max_input_chars_per_word code points is one unk. Otherwise, from the start,
 the longest vocabulary entry is taken (continuing_subword_prefix + text for every later position);
 if some position has no entry at all, the whole piece becomes one unk spanning it.
-Vocabulary lookups binary-search SORTED_IDS in the mapped file; results are memoised per piece.
+Vocabulary lookups go through a str -> id dict built from the mapped file on first use; results are
+memoised per piece.
 """
 
 from __future__ import annotations
@@ -17,35 +18,39 @@ class WordPiece(VocabFile):
         super().__init__(f)
         m = meta["model"]
         self.unk_id = m["unk_id"]
-        self.prefix = m["prefix"].encode("utf-8")
+        self.prefix = m["prefix"]
         self.max_chars = m["max_input_chars_per_word"]
         self.cache: dict[str, tuple] = {}
         self.ids_cache: dict[str, tuple[int, ...]] = {}
-        self._vocab: dict[bytes, int] | None = None
+        self._vocab: dict[str, int] | None = None
 
-    def lookup(self, data: bytes) -> int | None:
-        """As VocabFile.lookup, through a dict built on the first call (a WordPiece word costs
-        several lookups, and the binary search over the mapped ids is microseconds each)."""
+    def _words(self) -> dict[str, int]:
+        """Token text -> id, built on first use: a WordPiece word costs several lookups, and a
+        binary search over the mapped ids is microseconds each. Keyed by str so that a slice of
+        the word is looked up without encoding it (surrogatepass both ways keeps every key that an
+        encoded slice could equal; bytes no slice encodes to are left out)."""
         v = self._vocab
         if v is None:
-            tb, off, ids = self.tb, self.off, self.sorted_ids
+            tb, off = bytes(self.tb), self.off.tolist()
             v = {}
-            for i in reversed(ids):  # equal strings: the first in sorted order wins, as in the search
-                v[tb[off[i] : off[i + 1]].tobytes()] = i
+            for i in reversed(self.sorted_ids.tolist()):  # equal strings: the first in sorted order wins
+                try:
+                    v[tb[off[i] : off[i + 1]].decode("utf-8", "surrogatepass")] = i
+                except UnicodeDecodeError:
+                    pass
             self._vocab = v
-        return v.get(data)
+        return v
 
     def _split(self, text: str):
         """[(id, start_char, end_char)] or None when some position has no token."""
         n = len(text)
         if n > self.max_chars:
             return None
-        out, start, lookup, prefix = [], 0, self.lookup, self.prefix
+        out, start, get, prefix = [], 0, self._words().get, self.prefix
         while start < n:
             end = n
             while start < end:
-                data = text[start:end].encode("utf-8", "surrogatepass")
-                i = lookup(prefix + data if start else data)
+                i = get(prefix + text[start:end] if start else text[start:end])
                 if i is not None:
                     out.append((i, start, end))
                     break
@@ -66,6 +71,9 @@ class WordPiece(VocabFile):
         return hit
 
     def encode_piece(self, text: str) -> tuple[int, ...]:
+        i = self._words().get(text)  # most words are one token
+        if i is not None and len(text) <= self.max_chars:
+            return (i,)
         return self._encode(text)[0]
 
     def piece_offsets(self, text: str, ids) -> list[tuple[int, int]]:
