@@ -135,14 +135,13 @@ class BatchMerger:
         self.m = len(self.keys)
         if nonmono is None:  # files written before the bitmap existed
             nonmono = nonmono_bitmap(self.keys, self.ranks, self.results)
-        self._byte_pairs = None
-        self.nonmono = np.unpackbits(np.frombuffer(nonmono, dtype=np.uint8), count=self.m,
-                                     bitorder="little").astype(np.int64)
+        self._byte_pairs = self._code = None
+        self.nonmono = np.unpackbits(np.frombuffer(nonmono, dtype=np.uint8), count=self.m, bitorder="little")
 
-    def pairs(self, left: np.ndarray, right: np.ndarray):
-        """(2*rank + non-monotone bit, result) for each pair; (INF, -1) where it is no merge.
-        Doubling keeps the order of ranks, and equal ranks (all splits of one token) carry the
-        same bit since they share the result."""
+    def codes(self, left: np.ndarray, right: np.ndarray) -> np.ndarray:
+        """Each pair as one int64, (2*rank + non-monotone bit) << 32 | result, or INF where it is no
+        merge. Doubling keeps the order of ranks, and equal ranks (all splits of one token) share
+        the result and so the bit: ordering the codes orders the ranks, one array serves both."""
         q = (left.astype(np.uint64) << np.uint64(32)) | right.astype(np.uint64)
         inverse = None
         if len(q) > 4096:
@@ -151,18 +150,10 @@ class BatchMerger:
             q, inverse = np.unique(q, return_inverse=True)
         idx = np.searchsorted(self.keys, q)
         np.minimum(idx, self.m - 1, out=idx)
-        found = self.keys[idx] == q
-        rank2 = np.where(found, self.ranks[idx].astype(np.int64) * 2 + self.nonmono[idx], INF)
-        res = np.where(found, self.results[idx].astype(np.int64), -1)
-        if inverse is not None:
-            return rank2[inverse], res[inverse]
-        return rank2, res
-
-    def codes(self, left: np.ndarray, right: np.ndarray) -> np.ndarray:
-        """Each pair as one int64, (2*rank + bit) << 32 | result, or INF: ordering the codes orders
-        the ranks, and equal ranks have equal results, so one array serves both."""
-        rank2, res = self.pairs(left, right)
-        return np.where(rank2 >= INF, INF, (rank2 << 32) | res)
+        if self._code is None:  # every merge's code, once: a lookup is then one gather
+            self._code = ((self.ranks.astype(np.int64) * 2 + self.nonmono) << 32) | self.results
+        out = np.where(self.keys[idx] == q, self._code[idx], INF)
+        return out if inverse is None else out[inverse]
 
     def byte_pair_table(self, byte_ids: np.ndarray) -> np.ndarray:
         """The code of every pair of single-byte symbols, indexed by b0 << 8 | b1: the first round
