@@ -1,4 +1,4 @@
-"""Benchmark runner: tokmap against tokenizers, tiktoken, mistral-common, sentencepiece, kitoken and tokie, in one process.
+"""Benchmark runner: tokmap against tokenizers, tiktoken, mistral-common, sentencepiece, kitoken and tokie, in one run.
 
     RAYON_NUM_THREADS=1 python bench/run.py [--models llama3,gpt2] [--corpora en,code] [--quick]
                                             [--targets-only] [--parts corpora,short,hostile,cold,batch]
@@ -7,7 +7,8 @@
 For each model it converts the source where a library has its own format (tokmap .mtok, kitoken
 .kit, tokie .tkz, all under bench/out/), times loads (median of several, in-process), then for each
 corpus times a cold encode (first call on a freshly loaded object) and a warm one (second call on
-that object), and checks each peer's ids against tokmap's. Everything runs single-threaded.
+that object), and checks each peer's ids against tokmap's. Everything runs single-threaded, and each
+model in a fresh child process (run_model_isolated), all libraries of that model in that process.
 Then the issue-4 parts: hostile input (bench/hostile.py), whole-process cold start (bench/cold_start.py),
 encode_batch with 2 workers (bench/batch.py); short strings run per model. `--targets-only` runs only what
 issue 4's targets name (bench/targets.py). Results go to BENCHMARKS.md (an "Issue-4 targets" section with
@@ -22,6 +23,7 @@ import gc
 import json
 import math
 import statistics
+import subprocess
 import sys
 import time
 import traceback
@@ -346,6 +348,7 @@ def parse_args(argv=None):
     p.add_argument("--batch-workers", type=int, default=2)
     p.add_argument("--batch-model", default="llama3")
     p.add_argument("-v", "--verbose", action="store_true")
+    p.add_argument("--model-child", default=None, help=argparse.SUPPRESS)  # see run_model_isolated
     args = p.parse_args(argv)
     if args.parts is None:
         args.parts = "corpora,short" if args.quick else ",".join(PARTS)
@@ -408,18 +411,46 @@ def _guarded(label: str, fn, *a, **kw):
     return out
 
 
+def run_model_isolated(model, argv: list[str], prepared: dict) -> dict:
+    """bench_model for one model in a child process (this script with --model-child), its result back
+    as JSON. Each model starts from a fresh interpreter so that its figures do not depend on the
+    models measured before it: after gemma3 (262K vocabulary) had run in the same process, glibc's
+    raised mmap threshold left every library slower on the next model (minilm warm en: tokmap 12.9 ->
+    7.9 MiB/s, kitoken 12.0 -> 8.5 MiB/s). The child inherits the CPU pin and the environment."""
+    cmd = [sys.executable, str(Path(__file__).resolve()), *argv, "--model-child", model.name]
+    p = subprocess.run(cmd, stdout=subprocess.PIPE, text=True)
+    if p.returncode != 0:
+        raise RuntimeError(f"the bench child for {model.name} exited with {p.returncode}")
+    out = json.loads(p.stdout.strip().splitlines()[-1])
+    for lib, path in out["prepared"].items():
+        prepared[(model.name, lib)] = Path(path)
+    return out["result"]
+
+
+def model_child_main(args, td: Path) -> int:
+    """The child side of run_model_isolated: one model's bench_model, printed as one JSON line."""
+    model = MODELS_BY_NAME[args.model_child]
+    corpora = args.model_corpora[model.name] if "corpora" in args.parts else []
+    texts = {c: (td / "corpus" / f"{c}.txt").read_text(encoding="utf-8") for c in corpora}
+    prepared: dict = {}
+    res = bench_model(model, td, corpora, texts, args, libs=args.libs[model.name], prepared=prepared)
+    print(json.dumps({"result": res, "prepared": {lib: str(path) for (_m, lib), path in prepared.items()}}))
+    return 0
+
+
 def main(argv=None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
     args = parse_args(argv)
     OUT.mkdir(parents=True, exist_ok=True)
+    td = common.testdata_dir()
+    if args.model_child:
+        return model_child_main(args, td)
     import cold_start
     cold_start.byte_compile()  # every part times tokmap from bytecode, as a wheel install has it
-    td = common.testdata_dir()
     if not (td / "corpus").is_dir():
         print(f"testdata not found at {td} (set TOKMAP_TESTDATA)", file=sys.stderr)
         return 2
     t_start = _now()
-    needed = sorted({c for cs in args.model_corpora.values() for c in cs}, key=CORPORA.index)
-    texts = {c: (td / "corpus" / f"{c}.txt").read_text(encoding="utf-8") for c in needed}
     results = {"machine": common.machine_info(), "testdata": str(td),
                "config": {"models": [m.name for m in args.model_list], "corpora": args.corpus_list,
                           "load_repeats": args.load_repeats, "max_measure_s": args.max_seconds,
@@ -429,9 +460,7 @@ def main(argv=None) -> int:
     prepared: dict = {}
     path_for = path_for_factory(td, prepared)
     for model in args.model_list:
-        corpora = args.model_corpora[model.name] if "corpora" in args.parts else []
-        results["models"].append(bench_model(model, td, corpora, texts, args, libs=args.libs[model.name],
-                                             prepared=prepared))
+        results["models"].append(run_model_isolated(model, argv, prepared))
     _log(f"== issue-4 parts ({_now() - t_start:.0f} s so far)")
     results["file_size"] = _guarded("file size", file_sizes, path_for)
     if "hostile" in args.parts:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import base64
 import json
-import os
 import pathlib
 import re
 

@@ -60,8 +60,6 @@ def botchan(testdata):
 
 
 def _check(doc, tmp_path, texts, name="t"):
-    import tokenizers
-
     ref, tok = export_variant(doc, tmp_path, name)
     bad = []
     for t in texts:
