@@ -725,3 +725,47 @@ def test_runtime_imports_stdlib_only():
     assert not {"numpy", "regex"} & new, new
     new = _imports_of(os.path.join(REPO, "tokmap", "exporter", "regex_compile.py"))
     assert not {"numpy", "regex", "unicodedata", "unicodedata2"} & new, new
+
+
+# ----------------------------------------------------------------------------------------------
+# Tests: py_pattern_bmp, the same pattern over original code points for text without astral ones
+# ----------------------------------------------------------------------------------------------
+
+
+def _bmp_spans(m: Mine, text: str) -> list:
+    return [mt.span() for mt in re.compile(m.cp.py_pattern_bmp).finditer(text)]
+
+
+_BMP_ALL = "".join(map(chr, range(0x10000)))  # surrogates included: a str may hold them
+
+
+@pytest.mark.parametrize("atom", ATOMS)
+def test_bmp_class_members(atom):
+    """Each atom over the original BMP code points matches exactly what it matches translated."""
+    m = mine(f"(?:{atom})+", "onig")
+    assert _bmp_spans(m, _BMP_ALL) == m.spans(_BMP_ALL)
+
+
+@pytest.mark.parametrize("pid,flavor,load", ALL, ids=_ids(ALL))
+def test_bmp_pattern_generated(pid, flavor, load):
+    """On the generated strings (astral code points replaced by BMP ones of many classes) and the
+    corpora without astral code points, py_pattern_bmp on the text gives the translated spans."""
+    m = mine(load(), flavor)
+    stand_ins = "a\u00e9\u4e00 7\u0661\u3000!\u0301\U0010fffd"[:-1]
+    strings = [re.sub("[\U00010000-\U0010ffff]", lambda c: stand_ins[ord(c.group()) % len(stand_ins)], s)
+               for s in _generated()[0]]
+    texts = strings + [_corpus(n) for n in ("en.txt", "pride.txt", "wagahai.txt") if n in _corpus_names()]
+    bad = [t[:40] for t in texts if _bmp_spans(m, t) != m.spans(t)]
+    assert not bad, f"{pid}: {len(bad)} texts differ, first {bad[0]!r}"
+
+
+def test_bmp_only_detects_astral():
+    from tokmap.runtime.pretokenizers import bmp_only
+
+    class Sub(str):
+        pass
+
+    for text, want in [("caf\u00e9", True), ("\u4e00\u4e8c", True), ("a" * 1000 + "\u0100", True),
+                       ("\ud800 lone surrogate", True), ("x\U0001f600", False), ("\U00010000" * 3, False),
+                       (Sub("\u4e00"), True), (Sub("\U0001f600"), False), ("\u00e9" * 70000 + "\U00020000", False)]:
+        assert bmp_only(text) is want, text[:20]

@@ -145,6 +145,7 @@ def _split_step(d, pattern, literal, flavor, behavior, invert, blobs) -> dict:
         field = {"tekken": "config.pattern", "hf_json": "pre_tokenizer.pattern"}.get(d.source_format)
         raise SourceError(d.source_path, f"split pattern cannot be compiled exactly: {e}", field=field) from None
     step["regex"] = cp.py_pattern
+    step["regex_bmp"] = cp.py_pattern_bmp
     step["class_index"] = blobs.add(mtok.U16, cp.class_index)
     step["class_blocks"] = blobs.add(mtok.U8, cp.class_blocks)
     step["unicode_version"] = cp.unicode_version

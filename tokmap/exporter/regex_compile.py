@@ -42,12 +42,20 @@ class CompiledPattern:
     class_index: 0x1100 little-endian uint16, for block b = cp >> 8 the index of its block
     in class_blocks.  class_blocks: 256 bytes per unique block, each byte the translated char
     (ASCII code points map to themselves, others to 128 + class number).
+
+    py_pattern_bmp: the same pattern over the original code points, exact for text with no
+    code point above U+FFFF: every atom is spelled as its BMP code point ranges (or as the negated
+    ranges of its complement, when those are fewer code points: `re` builds a class's bitmap one
+    code point at a time at compile time).  It needs no translation and no re-slicing of the
+    pieces; astral code points would make `re` scan a class's ranges one by one, so text holding
+    any takes py_pattern.
     """
 
     py_pattern: str
     class_index: bytes
     class_blocks: bytes
     unicode_version: str
+    py_pattern_bmp: str = ""
 
 
 # --------------------------------------------------------------------------------------------
@@ -854,6 +862,40 @@ def _emit_set(members) -> str:
     return "[" + "".join(parts) + "]"
 
 
+_BMP = 0x10000
+
+
+def _bmp_char(cp: int) -> str:
+    """A code point inside a class: itself where `re` reads it literally (parsing an escape costs
+    several times more at compile time), else an escape: class syntax, control chars, and the
+    surrogates (META is UTF-8)."""
+    if cp < 0x80:
+        return chr(cp) if chr(cp).isalnum() or cp == 0x5F else f"\\x{cp:02x}"
+    return f"\\u{cp:04x}" if 0xD800 <= cp < 0xE000 or cp < 0xA0 else chr(cp)
+
+
+def _bmp_ranges(s) -> str:
+    """The class body (no brackets) of a breakpoint set's ranges below U+10000."""
+    parts = []
+    for a, b in zip(s[0::2], s[1::2]):
+        if a >= _BMP:
+            break
+        b = min(b, _BMP) - 1
+        parts.append(_bmp_char(a) if a == b else f"{_bmp_char(a)}-{_bmp_char(b)}")
+    return "".join(parts)
+
+
+def _emit_bmp_set(s) -> str:
+    """An atom over original BMP code points: its own ranges or its complement's, negated,
+    whichever covers fewer code points (what `re` spends its compile time on)."""
+    size = sum(min(b, _BMP) - a for a, b in zip(s[0::2], s[1::2]) if a < _BMP)
+    if size * 2 <= _BMP:
+        body = _bmp_ranges(s)
+        return f"[{body}]" if body else "(?!)"
+    body = _bmp_ranges(_cs_complement(s))
+    return f"[^{body}]" if body else "[\\u0000-\\uffff]"
+
+
 _ANCHORS = {
     "bol": r"(?<![^\n])",  # start of text or after any \n (Oniguruma ^)
     "eol": r"(?![^\n])",  # end of text or before any \n (Oniguruma $)
@@ -952,6 +994,7 @@ def compile_pattern(pattern: str, flavor: str, allow_empty: bool = False) -> Com
     table, members = _partition(sets)
     set_text = {s: _emit_set(m) for s, m in zip(sets, members)}
     py_pattern = _Emitter(set_text).emit(_factor(ast))
+    py_pattern_bmp = _Emitter({s: _emit_bmp_set(s) for s in sets}).emit(_factor(ast))
 
     index = bytearray()
     blocks = bytearray()
@@ -964,4 +1007,5 @@ def compile_pattern(pattern: str, flavor: str, allow_empty: bool = False) -> Com
             blocks += blk
         index += n.to_bytes(2, "little")
     return CompiledPattern(py_pattern=py_pattern, class_index=bytes(index),
-                           class_blocks=bytes(blocks), unicode_version=UNICODE_VERSION)
+                           class_blocks=bytes(blocks), unicode_version=UNICODE_VERSION,
+                           py_pattern_bmp=py_pattern_bmp)

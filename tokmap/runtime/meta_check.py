@@ -30,6 +30,7 @@ def check_meta(m: dict) -> None:
             need(isinstance(s["literal"], str), f"{field}.literal", "a string")
         else:
             need(isinstance(s.get("regex"), str), f"{field}.regex", "a string")
+            need(isinstance(s.get("regex_bmp", ""), str), f"{field}.regex_bmp", "a string")
             for k in ("class_index", "class_blocks"):
                 need(is_int(s.get(k)), f"{field}.{k}", "a blob number")
 

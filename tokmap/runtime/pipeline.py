@@ -168,6 +168,12 @@ class Pipeline:
         """The pieces of a one-regex pre-tokenizer: findall over the class-translated text, and
         (when translation changed it) the same-length slices of the original."""
         step = self.fast_split
+        direct = step.direct(text)
+        if direct is not None:  # the pattern over original code points: the matches are the pieces
+            parts = direct.findall(text)
+            if step.invert or sum(map(len, parts)) == len(text):
+                return parts
+            return [text[s:e] for s, e in step.spans(text)]
         t = step.translate(text)
         parts = step.regex.findall(t)
         if t is text and step.invert:  # Split(invert=True, removed): the matches are the pieces

@@ -10,12 +10,35 @@ the regex module and the running Python's Unicode tables are never involved.
 from __future__ import annotations
 
 import re
+import sys
 
 from .. import mtok
 from ..errors import FormatError
 from .charclass import TranslationMemo
 
 NP_THRESHOLD = 1 << 16  # chars; above this numpy's vectorised translation pays for its import
+# chars of one call from which py_pattern_bmp is compiled (~5 ms, once per process): below, the
+# translated path costs less than that.
+BMP_COMPILE_MIN = 1 << 16
+
+# CPython stores a str in the narrowest of 1, 2 or 4 bytes per char that holds all of its chars
+# (PEP 393), and sys.getsizeof shows which: header + (len + 1) * width for a compact non-ASCII str.
+_UCS1_BASE = sys.getsizeof("\xe9") - 2
+_UCS2_BASE = sys.getsizeof("\u0100") - 4
+_UCS4_BASE = sys.getsizeof("\U00010000") - 8
+
+
+def bmp_only(text: str) -> bool:
+    """Whether a non-ASCII str holds no code point above U+FFFF: from its size when that matches
+    a 1- or 2-byte layout exactly (O(1)), else by counting UTF-16 units (a str with a cached UTF-8
+    copy, or a subclass, has another size)."""
+    n = len(text) + 1
+    size = sys.getsizeof(text)
+    if size == _UCS2_BASE + 2 * n or size == _UCS1_BASE + n:
+        return True
+    if size == _UCS4_BASE + 4 * n:
+        return False
+    return len(text.encode("utf-16-le", "surrogatepass")) == 2 * len(text)
 
 
 def expand(offs, n: int) -> list[tuple[int, int]]:
@@ -97,6 +120,23 @@ class SplitStep(SpanStep):
                                       offset=f.sections[sid][1])
             self._np = None
             self._memo = None
+        # The pattern over original code points, for text without astral ones (exporter's
+        # regex_compile.CompiledPattern.py_pattern_bmp); compiled on first use, "" in older files.
+        self.bmp = step.get("regex_bmp") or ""
+        self._bmp_regex = None
+        self._f = f
+
+    def bmp_regex(self):
+        """The compiled py_pattern_bmp (~5 ms once: its classes are bitmaps built code point by
+        code point); None when the file has none."""
+        if self._bmp_regex is None and self.bmp:
+            try:
+                self._bmp_regex = re.compile(self.bmp)
+            except re.error as e:
+                f = self._f
+                raise FormatError(f.path, f"split regex_bmp does not compile: {e}", section="meta",
+                                  offset=f.sections[mtok.SECTION_META][1]) from None
+        return self._bmp_regex
 
     def translate(self, text: str) -> str:
         if self.index is None or text.isascii():
@@ -114,13 +154,21 @@ class SplitStep(SpanStep):
             self._memo = TranslationMemo(self.index, self.blocks)
         return text.translate(self._memo)
 
+    def direct(self, text: str):
+        """The compiled py_pattern_bmp when it may run on text itself (non-ASCII, no astral
+        code point; compiled already, or text long enough to pay for compiling it), else None."""
+        if not self.bmp or text.isascii() or (self._bmp_regex is None and len(text) < BMP_COMPILE_MIN):
+            return None
+        return self.bmp_regex() if bmp_only(text) else None
+
     def spans(self, text: str) -> list[tuple[int, int]]:
         if not text:
             return []
-        t = self.translate(text)
+        direct = self.direct(text)
+        regex, t = (direct, text) if direct is not None else (self.regex, self.translate(text))
         flag = not self.invert
         spans, prev = [], 0
-        for m in self.regex.finditer(t):
+        for m in regex.finditer(t):
             s, e = m.span()
             if prev != s:
                 spans.append((prev, s, not flag))
