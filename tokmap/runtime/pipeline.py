@@ -169,11 +169,23 @@ class Pipeline:
         (when translation changed it) the same-length slices of the original."""
         step = self.fast_split
         direct = step.direct(text)
-        if direct is not None:  # the pattern over original code points: the matches are the pieces
-            parts = direct.findall(text)
-            if step.invert or sum(map(len, parts)) == len(text):
-                return parts
-            return [text[s:e] for s, e in step.spans(text)]
+        if direct is not None:  # the pattern over original code points (SplitStep.direct)
+            regex, t, astral = direct
+            if not astral:  # the matches are the pieces
+                parts = regex.findall(t)
+                if step.invert or sum(map(len, parts)) == len(text):
+                    return parts
+                return [text[s:e] for s, e in step.spans(text)]
+            if step.invert:
+                return [text[m.start():m.end()] for m in regex.finditer(t)]
+            parts = regex.findall(t)
+            ends = list(accumulate(map(len, parts)))
+            if (ends[-1] if ends else 0) != len(text):
+                return [text[s:e] for s, e in step.spans(text)]
+            for p in astral:  # the pieces holding a stand-in: cut from the text itself
+                k = bisect_right(ends, p)
+                parts[k] = text[ends[k] - len(parts[k]):ends[k]]
+            return parts
         t = step.translate(text)
         parts = step.regex.findall(t)
         if t is text and step.invert:  # Split(invert=True, removed): the matches are the pieces

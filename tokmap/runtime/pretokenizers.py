@@ -20,6 +20,10 @@ NP_THRESHOLD = 1 << 16  # chars; above this numpy's vectorised translation pays 
 # chars of one call from which py_pattern_bmp is compiled (~5 ms, once per process): below, the
 # translated path costs less than that.
 BMP_COMPILE_MIN = 1 << 16
+# A text with more than one astral code point in this many chars takes the translated pattern:
+# each astral one costs a stand-in and a re-cut piece in Python.
+ASTRAL_SHARE = 64
+_ASTRAL = re.compile("[\U00010000-\U0010ffff]")
 
 # CPython stores a str in the narrowest of 1, 2 or 4 bytes per char that holds all of its chars
 # (PEP 393), and sys.getsizeof shows which: header + (len + 1) * width for a compact non-ASCII str.
@@ -124,6 +128,7 @@ class SplitStep(SpanStep):
         # regex_compile.CompiledPattern.py_pattern_bmp); compiled on first use, "" in older files.
         self.bmp = step.get("regex_bmp") or ""
         self._bmp_regex = None
+        self._stand_ins: dict[int, str | None] = {}
         self._f = f
 
     def bmp_regex(self):
@@ -155,17 +160,49 @@ class SplitStep(SpanStep):
         return text.translate(self._memo)
 
     def direct(self, text: str):
-        """The compiled py_pattern_bmp when it may run on text itself (non-ASCII, no astral
-        code point; compiled already, or text long enough to pay for compiling it), else None."""
+        """(compiled py_pattern_bmp, the text it runs on, positions of astral code points) when the
+        pattern over original code points may serve (non-ASCII text; compiled already, or text
+        long enough to pay for compiling it), else None. A text with a few astral code points runs
+        with each replaced by a BMP stand-in of the same class (so the same length and the same
+        matches); the pieces holding those positions are then cut from the text itself."""
         if not self.bmp or text.isascii() or (self._bmp_regex is None and len(text) < BMP_COMPILE_MIN):
             return None
-        return self.bmp_regex() if bmp_only(text) else None
+        if bmp_only(text):
+            return self.bmp_regex(), text, ()
+        n_astral = len(text.encode("utf-16-le", "surrogatepass")) // 2 - len(text)
+        if n_astral * ASTRAL_SHARE > len(text):
+            return None  # mostly astral text: the translated pattern, with no per-char Python work
+        where = [m.start() for m in _ASTRAL.finditer(text)]
+        out, prev = [], 0
+        for p in where:
+            c = self._stand_in(ord(text[p]))
+            if c is None:
+                return None
+            out += (text[prev:p], c)
+            prev = p + 1
+        out.append(text[prev:])
+        return self.bmp_regex(), "".join(out), where
+
+    def _stand_in(self, cp: int) -> str | None:
+        """A BMP code point in the same pattern class as cp (the class tables say which), or None."""
+        if self._memo is None:
+            self._memo = TranslationMemo(self.index, self.blocks)
+        k = self._memo[cp]
+        if k not in self._stand_ins:
+            blocks, index, found = bytes(self.blocks), self._memo._index, None
+            for b in range(256):  # the BMP's blocks; ASCII maps to itself, below any class byte
+                at = blocks.find(k, index[b] << 8, (index[b] << 8) + 256)
+                if at >= 0:
+                    found = chr((b << 8) | (at & 0xFF))
+                    break
+            self._stand_ins[k] = found
+        return self._stand_ins[k]
 
     def spans(self, text: str) -> list[tuple[int, int]]:
         if not text:
             return []
         direct = self.direct(text)
-        regex, t = (direct, text) if direct is not None else (self.regex, self.translate(text))
+        regex, t = direct[:2] if direct is not None else (self.regex, self.translate(text))
         flag = not self.invert
         spans, prev = [], 0
         for m in regex.finditer(t):

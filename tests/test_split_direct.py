@@ -1,0 +1,107 @@
+"""The split over original code points (SplitStep.direct, the exporter's py_pattern_bmp) against
+the translated split it shortcuts, and the ids of whole corpora against the reference libraries.
+
+The translated split is checked against Oniguruma / fancy-regex in tests/test_regex_compile.py;
+here every path of SplitStep.direct must give the pieces it gives: BMP text, text with a few
+astral code points (stand-ins of the same class, pieces re-cut), mostly astral text (translated),
+and Split(invert=True) on those.
+"""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+import tokmap
+from tokmap.runtime import pretokenizers
+
+MODELS = ["llama3", "qwen3", "gpt4o", "cl100k_base", "o200k_base", "tekken"]
+
+
+def _texts(corpus) -> list[str]:
+    rng = random.Random(7)
+    multi = corpus("multi")
+    astral = [c for c in set(multi) if ord(c) > 0xFFFF] + ["\U0001f600", "\U00020000", "\U0001d400", "\U000e0001",
+                                                          "\U0010fffd", "\U00010400"]
+    out = [corpus("en"), corpus("wagahai"), multi[:300_000], corpus("code")]
+    for _ in range(40):  # a slice of a corpus with astral code points spliced in at random places
+        base = list(multi[rng.randrange(len(multi) - 5000):][:5000])
+        for _ in range(rng.randrange(1, 30)):
+            base.insert(rng.randrange(len(base) + 1), rng.choice(astral) * rng.choice([1, 1, 2, 5]))
+        out.append("".join(base))
+    out += ["\U0001f600" * 50 + " a b", "x \U00020000\U00020001 y", "\U0001d400bc 12\U0001d7ce3 \U0001f600!"]
+    return out
+
+
+def _both(pipe, step, text):
+    """(split_fast, spans) with the direct path, then with the translated one only."""
+    got = (pipe.split_fast(text), step.spans(text))
+    bmp, step.bmp = step.bmp, ""  # no py_pattern_bmp: SplitStep.direct answers None
+    try:
+        return got, (pipe.split_fast(text), step.spans(text))
+    finally:
+        step.bmp = bmp
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_direct_split_equals_translated(name, exported, corpus):
+    tok = tokmap.load(exported(name))
+    tok.encode("x")
+    pipe = tok.pipeline
+    step = pipe.fast_split
+    assert step is not None and step.bmp, "the file should carry py_pattern_bmp"
+    step.bmp_regex()  # compiled up front, so that short texts take the direct path too
+    kinds, bad, invert = set(), [], step.invert
+    for text in _texts(corpus):
+        d = step.direct(text)
+        kinds.add("translated" if d is None else "astral" if d[2] else "bmp")
+        for inv in (invert, not invert):  # Split(invert=True, removed) keeps the matches only
+            step.invert = inv
+            try:
+                got, want = _both(pipe, step, text)
+            finally:
+                step.invert = invert
+            if got != want:
+                bad.append((inv, text[:30]))
+    assert kinds == {"translated", "astral", "bmp"}, kinds
+    assert not bad, f"{name}: {len(bad)} differences, first {bad[0]!r}"
+
+
+@pytest.mark.parametrize("name", ["llama3", "cl100k_base"])
+def test_direct_split_ids_equal_reference(name, exported, corpus, testdata):
+    """Whole corpora (the direct path: en, wagahai; with astral stand-ins: multi, code) give the
+    reference library's ids."""
+    from conftest import model_source
+
+    tok = tokmap.load(exported(name))
+    if name == "llama3":
+        import tokenizers
+
+        ref = tokenizers.Tokenizer.from_file(str(model_source(testdata, name)))
+        encode_ref = lambda t: ref.encode(t, add_special_tokens=False).ids  # noqa: E731
+        encode_mine = lambda t: tok.encode(t, add_special_tokens=False)  # noqa: E731
+    else:
+        import tiktoken
+        import tiktoken.load
+
+        from tokmap.formats.tiktoken import ENCODINGS
+
+        _sha, pattern, specials = ENCODINGS[name]
+        ref = tiktoken.Encoding(name=name, pat_str=pattern, special_tokens=specials,
+                                mergeable_ranks=tiktoken.load.load_tiktoken_bpe(str(model_source(testdata, name))))
+        encode_ref, encode_mine = ref.encode_ordinary, tok.encode_ordinary
+    for c in ("en", "wagahai", "multi", "code"):
+        text = corpus(c)
+        assert encode_mine(text) == encode_ref(text), f"{name} {c}"
+
+
+def test_stand_in_has_the_same_class(exported):
+    tok = tokmap.load(exported("llama3"))
+    tok.encode("x")
+    step = tok.pipeline.fast_split
+    for cp in (0x1F600, 0x20000, 0x1D400, 0x1D7CE, 0x10400, 0xE0001, 0x10FFFD):
+        c = step._stand_in(cp)
+        assert c is not None and ord(c) < 0x10000
+        assert pretokenizers.bmp_only(c)
+        assert step.translate(c) == step.translate(chr(cp))
