@@ -31,36 +31,35 @@ def build(pipe):
 
         chain = bert.chain_memo(pipe.normalizers, seg)
         if chain is not None:
-            return _chained(pipe, chain, words, enc)
+            return _run(pipe, _chained(pipe, chain, words), enc)
     elif kind == "MetaspaceStep" and len(pipe.pre) == 1:
         words = pipe.pre[0].words
         if words is None:
             return None
     else:
         return None
-    raw, normalizers = pipe.raw_matcher, pipe.normalizers
-
-    def run(text: str) -> list[int]:
-        spans = [(None, 0, len(text))] if raw is None else raw.split(text)
-        ids: list[int] = []
-        for tok, s, e in spans:
-            if tok is not None:
-                ids.append(tok.id)
-            elif e > s:
-                stretch = text[s:e]
-                if normalizers:
-                    stretch = pipe.normalize(stretch)[0]
-                ids.extend(enc(words(stretch)))
-        return ids
-
-    return run
+    if not pipe.normalizers:
+        return _run(pipe, words, enc)
+    return _run(pipe, lambda stretch: words(pipe.normalize(stretch)[0]), enc)
 
 
-def _chained(pipe, chain, words, enc):
-    """`run` when the normalizers and the pre-tokenizer fold into one translate table (ChainMemo):
-    one C pass per stretch; a stretch holding a char that needs its neighbours takes the steps."""
+def _chained(pipe, chain, words):
+    """stretch -> words when the normalizers and the pre-tokenizer fold into one translate table
+    (ChainMemo): one C pass; a stretch holding a char that needs its neighbours takes the steps."""
     from .bert import NeedsContext
 
+    def stretch_words(stretch: str) -> list[str]:
+        try:
+            return list(filter(None, stretch.translate(chain).split(" ")))
+        except NeedsContext:
+            return words(pipe.normalize(stretch)[0])
+
+    return stretch_words
+
+
+def _run(pipe, stretch_words, enc):
+    """text -> ids: raw-pass added tokens cut the text, stretch_words(stretch) (normalized and
+    pre-tokenized) feeds the model's encode_words."""
     raw = pipe.raw_matcher
 
     def run(text: str) -> list[int]:
@@ -70,12 +69,7 @@ def _chained(pipe, chain, words, enc):
             if tok is not None:
                 ids.append(tok.id)
             elif e > s:
-                stretch = text[s:e]
-                try:
-                    ws = list(filter(None, stretch.translate(chain).split(" ")))
-                except NeedsContext:
-                    ws = words(pipe.normalize(stretch)[0])
-                ids.extend(enc(ws))
+                ids.extend(enc(stretch_words(text[s:e])))
         return ids
 
     return run

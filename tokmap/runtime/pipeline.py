@@ -165,45 +165,31 @@ class Pipeline:
 
     # -- the fast path: one split regex over the whole text, the model over the list of pieces ---
     def split_fast(self, text: str) -> list[str]:
-        """The pieces of a one-regex pre-tokenizer: findall over the class-translated text, and
-        (when translation changed it) the same-length slices of the original."""
+        """The pieces of a one-regex pre-tokenizer: findall over a same-length text t (the text
+        itself; or, from SplitStep.direct, the text with a few astral chars replaced by stand-ins;
+        or the class-translated text), and where t differs from the text, the pieces holding a
+        changed char cut from the original."""
         step = self.fast_split
         direct = step.direct(text)
-        if direct is not None:  # the pattern over original code points (SplitStep.direct)
-            regex, t, astral = direct
-            if not astral:  # the matches are the pieces
-                parts = regex.findall(t)
-                if step.invert or sum(map(len, parts)) == len(text):
-                    return parts
-                return [text[s:e] for s, e in step.spans(text)]
-            if step.invert:
-                return [text[m.start():m.end()] for m in regex.finditer(t)]
-            parts = regex.findall(t)
-            ends = list(accumulate(map(len, parts)))
-            if (ends[-1] if ends else 0) != len(text):
-                return [text[s:e] for s, e in step.spans(text)]
-            for p in astral:  # the pieces holding a stand-in: cut from the text itself
-                k = bisect_right(ends, p)
-                parts[k] = text[ends[k] - len(parts[k]):ends[k]]
-            return parts
-        t = step.translate(text)
-        parts = step.regex.findall(t)
-        if t is text and step.invert:  # Split(invert=True, removed): the matches are the pieces
-            return parts
+        regex, t, changed = direct if direct is not None else (step.regex, step.translate(text), None)
+        if t is not text and step.invert:  # Split(invert=True, removed) over a changed text: rare
+            return [text[s:e] for s, e in step.spans(text)]
+        parts = regex.findall(t)
+        if t is text:  # the matches are the pieces (when they cover the text, or only matches count)
+            if step.invert or sum(map(len, parts)) == len(text):
+                return parts
+            return [text[s:e] for s, e in step.spans(text)]
         ends = list(accumulate(map(len, parts)))
         if (ends[-1] if ends else 0) != len(text):  # gaps: the pattern does not cover every char
             return [text[s:e] for s, e in step.spans(text)]
-        if t is text:
-            return parts
-        extra = len(text.encode("utf-8", "surrogatepass")) - len(text)
-        if extra * 8 < len(parts):
-            # Mostly ASCII: only the pieces holding a translated char differ from the original.
-            for m in _NON_ASCII.finditer(t):
-                k = bisect_right(ends, m.start())
-                e = ends[k]
-                parts[k] = text[e - len(parts[k]):e]
-            return parts
-        return list(map(text.__getitem__, map(slice, chain((0,), ends), ends)))
+        if changed is None and (len(text.encode("utf-8", "surrogatepass")) - len(text)) * 8 < len(parts):
+            changed = (m.start() for m in _NON_ASCII.finditer(t))  # mostly ASCII: few translated chars
+        if changed is None:
+            return list(map(text.__getitem__, map(slice, chain((0,), ends), ends)))
+        for p in changed:  # only the pieces holding a changed char differ from the original
+            k = bisect_right(ends, p)
+            parts[k] = text[ends[k] - len(parts[k]):ends[k]]
+        return parts
 
     def _fast_text(self, text: str, ids: list) -> None:
         """_units_of_text + the model, for a stretch with no raw-pass added token, ids only."""
