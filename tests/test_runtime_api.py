@@ -54,6 +54,24 @@ def test_encode_only_process_builds_no_decoder(exported):
     assert out.splitlines() == ["[]", "Hello world True"]
 
 
+@pytest.mark.parametrize("name", ["llama3", "gemma3"])
+def test_long_encodes_import_no_more_of_numpy(exported, testdata, name):
+    """A first long encode imports only numpy itself: np.unique / np.isin import numpy.ma (~6 ms,
+    paid by the first cold encode of every process); byte-level BPE and the char-level cut table
+    use sort-based equivalents."""
+    path = exported(name)
+    corpus = testdata / "corpus"
+    code = (
+        "import sys, numpy, tokmap\n"
+        "before = set(sys.modules)\n"
+        f"t = tokmap.load({str(path)!r})\n"
+        f"for c in ('en', 'multi', 'wagahai'): t.encode(open({str(corpus)!r} + '/' + c + '.txt', encoding='utf-8').read()[:200000])\n"
+        "print(sorted(m for m in set(sys.modules) - before if m.startswith('numpy')))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
+
+
 def test_export_is_deterministic(tmp_path):
     a, b = tmp_path / "a.mtok", tmp_path / "b.mtok"
     tokmap.export(GPT2, a)
