@@ -31,6 +31,8 @@ def check_meta(m: dict) -> None:
         else:
             need(isinstance(s.get("regex"), str), f"{field}.regex", "a string")
             need(isinstance(s.get("regex_bmp", ""), str), f"{field}.regex_bmp", "a string")
+            if "regex_bmp_code" in s:
+                need(isinstance(s["regex_bmp_code"], dict), f"{field}.regex_bmp_code", "an object")
             for k in ("class_index", "class_blocks"):
                 need(is_int(s.get(k)), f"{field}.{k}", "a blob number")
 

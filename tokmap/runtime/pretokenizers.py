@@ -127,13 +127,19 @@ class SplitStep(SpanStep):
         # The pattern over original code points, for text without astral ones (exporter's
         # regex_compile.CompiledPattern.py_pattern_bmp); compiled on first use, "" in older files.
         self.bmp = step.get("regex_bmp") or ""
+        self._bmp_code = step.get("regex_bmp_code")  # the same, compiled at export (sre_load.py)
         self._bmp_regex = None
         self._stand_ins: dict[int, str | None] = {}
         self._f = f
 
     def bmp_regex(self):
-        """The compiled py_pattern_bmp (~5 ms once: its classes are bitmaps built code point by
-        code point); None when the file has none."""
+        """The compiled py_pattern_bmp, None when the file has none: from the engine code stored at
+        export when this Python can run it, else compiled here (4-11 ms once: its classes are
+        bitmaps built code point by code point)."""
+        if self._bmp_regex is None and self.bmp:
+            from . import sre_load
+
+            self._bmp_regex = sre_load.load(self._f, self._bmp_code, self.bmp)
         if self._bmp_regex is None and self.bmp:
             try:
                 self._bmp_regex = re.compile(self.bmp)
