@@ -221,6 +221,29 @@ def test_piece_tables(tmp_path, model_type, extra, cut):
         assert all(w[:k] in m.prefixes for w in m.pieces for k in range(1, len(w) + 1))
 
 
+@pytest.mark.parametrize("model_type", [1, 2])
+def test_piece_tables_with_a_string_both_reserved_and_kept(tmp_path, model_type):
+    """The exporter refuses such a .model, but a .mtok can hold it: the piece tables then map the
+    string to its first kept id and keep the reserved id apart, as a loop over the ids would."""
+    from test_hostile_files import with_section, write
+    from tokmap import mtok
+
+    p = tmp_path / "m.model"
+    p.write_bytes(_minimal(model_type)[:-len(_field(2, 2, _field(3, 0, _varint(model_type))))]
+                  + _piece("<z>", -3) + _piece("<y>", -4) + _field(2, 2, _field(3, 0, _varint(model_type))))
+    tokmap.export(p, tmp_path / "m.mtok")
+    tok = tokmap.load(tmp_path / "m.mtok")
+    tb = bytes(tok._f.view(mtok.SECTION_TOKEN_BYTES))
+    assert tb.count(b"<z>") == tb.count(b"<y>") == 1
+    edited = write(tmp_path, with_section(tmp_path / "m.mtok", mtok.SECTION_TOKEN_BYTES,
+                                          tb.replace(b"<z>", b"<s>").replace(b"<y>", b"<s>")))
+    tok = tokmap.load(edited)
+    tok.encode("a")
+    m = tok.model
+    assert m.reserved == {"<unk>": 0, "<s>": 1}
+    assert {k: v for k, v in m.pieces.items()} == {"a": 2, "b": 3, "ab": 4, "<s>": 5}
+
+
 @pytest.mark.parametrize("mutate", ["truncated", "bad_varint", "wrong_type", "overlong", "no_unk", "empty_piece"])
 def test_malformed(tmp_path, mutate):
     data = _minimal()

@@ -28,7 +28,7 @@ import math
 import re
 import struct
 from itertools import chain, compress
-from operator import itemgetter, not_
+from operator import itemgetter
 
 from ... import mtok
 from . import WORD_CACHE_LEN, WORD_CACHE_MAX
@@ -55,6 +55,10 @@ _NEEDS_WHOLE = re.compile("[^\u2581]\u2581")
 # The same over pieces joined by NUL; led by the literal so that sre skips ahead to each "▁".
 _NEEDS_WHOLE_JOINED = re.compile("\u2581(?<=[^\u2581\0]\u2581)")
 _KEPT = frozenset((NORMAL, USER_DEFINED, UNUSED))  # the pieces SentencePiece's BPE and Viterbi may use
+# Scans of the type column (one byte per id) for the few ids of the other types.
+_NOT_KEPT = re.compile(b"[^" + re.escape(bytes(sorted(_KEPT))) + b"]")
+_NOT_NORMAL = re.compile(b"[^%c]" % NORMAL)
+_USER = re.compile(b"%c" % USER_DEFINED)
 
 
 def f32(x: float) -> float:
@@ -92,24 +96,33 @@ class SentencePiece(VocabFile):
     def _prepare(self):
         """Piece tables for encoding, built once on the first encode.
 
-        Whole-column passes (one bytes copy, tolist, itertools.compress, dict(zip)) instead of a
-        Python loop per piece: this runs on the first encode, and a 32K vocabulary cost ~70 ms here.
-        """
-        n, types = self.n, self.types.tolist()
+        C-level passes only (bytes/regex scans of the type column, one list comprehension to
+        decode the pieces, dict(zip)): this runs on the first encode of every process, and a
+        Python loop per piece cost ~70 ms for 32K pieces here. The few ids that are not NORMAL
+        (control, byte, unknown, user-defined pieces) are found by a regex over the type bytes
+        and handled one by one."""
+        n, types_b = self.n, bytes(self.types)
         tb, off = self.tb.tobytes(), self.off.tolist()
         strs = [tb[a:b].decode("utf-8") for a, b in zip(off, off[1:])]
-        flags = list(map(_KEPT.__contains__, types))
-        kept = list(compress(range(n), flags))  # NORMAL, USER_DEFINED, UNUSED
-        other = list(compress(range(n), map(not_, flags)))
+        other = [m.start() for m in _NOT_KEPT.finditer(types_b)]  # CONTROL, UNKNOWN, BYTE
         # The first id of a repeated piece wins (setdefault order): fill from the highest id down.
-        pieces = dict(zip(map(strs.__getitem__, reversed(kept)), reversed(kept)))
-        reserved = dict(zip(map(strs.__getitem__, reversed(other)), reversed(other)))  # CONTROL, UNKNOWN, BYTE
-        user = {strs[i] for i in kept if types[i] == USER_DEFINED}
+        pieces = dict(zip(reversed(strs), range(n - 1, -1, -1)))
+        repeated = len(pieces) < n  # (the exporter refuses a string both reserved and kept)
+        lost = {strs[i] for i in other if pieces.get(strs[i]) == i}
+        for w in lost:  # its first id is reserved: the first kept id with that string, if any
+            del pieces[w]
+        if lost and repeated:
+            is_other = set(other)
+            for i in compress(range(n), map(lost.__contains__, strs)):
+                if i not in is_other:
+                    pieces.setdefault(strs[i], i)
+        reserved = dict(zip(map(strs.__getitem__, reversed(other)), reversed(other)))
+        user = {strs[m.start()] for m in _USER.finditer(types_b)}
         byte_ids = [self.unk_id] * 256
         for i in other:
-            if types[i] == BYTE and len(strs[i]) == 6:
+            if types_b[i] == BYTE and len(strs[i]) == 6:
                 byte_ids[int(strs[i][3:5], 16)] = i
-        kept_strs = [strs[i] for i in kept]
+        kept_strs = strs if not other else list(compress(strs, map(_KEPT.__contains__, types_b)))
         joined = "\0".join(kept_strs)
         if joined.count("\0") == max(len(kept_strs) - 1, 0):
             # NUL only between pieces: a match cannot span two of them.
@@ -122,20 +135,25 @@ class SentencePiece(VocabFile):
             prefixes = {p[:k] for p in kept_strs for k in range(1, len(p) + 1)}
             max_len = max(max_len, max(map(len, kept_strs), default=1))
         # min() keeps the current value unless a later one is smaller, as the per-piece loop did
-        # (a NaN score never wins).
-        normal_scores = list(compress(self.scores.tolist(), map(NORMAL.__eq__, types)))
-        lo = min(chain((float("inf"),), normal_scores))
+        # (a NaN score never wins); scores of the pieces that are not NORMAL are left out as inf.
+        scores = self.scores.tolist()
+        not_normal = [m.start() for m in _NOT_NORMAL.finditer(types_b)]
+        for i in not_normal:
+            scores[i] = float("inf")
+        lo = min(chain((float("inf"),), scores))
         self.pieces, self.reserved, self.user, self.byte_ids = pieces, reserved, user, byte_ids
         self.user_lens = sorted({len(u) for u in user}, reverse=True)
         self.prefixes, self.max_len = prefixes, max_len
         self.unk_score = f32(lo - 10.0) if lo != float("inf") else f32(3.4028234663852886e38 - 10.0)
-        self.cut = not whole and UNUSED not in types
+        self.cut = not whole and UNUSED not in types_b
         # Unigram: the largest |score| a lattice node can add (NORMAL, USER_DEFINED, unknown)
         # bounds the path scores for the float32 rounding argument of _unigram_word (not finite:
-        # no word cache).
+        # no word cache). (The pieces that are not NORMAL count as 0.0, which changes neither.)
         self.max_abs_score = None
         if self.kind != "bpe":
-            node_scores = normal_scores + [self.unk_score] + [0.1 * len(u.encode("utf-8")) for u in user]
+            for i in not_normal:
+                scores[i] = 0.0
+            node_scores = scores + [self.unk_score] + [0.1 * len(u.encode("utf-8")) for u in user]
             if all(map(math.isfinite, node_scores)):
                 self.max_abs_score = max(map(abs, node_scores))
         self._ready = True
