@@ -59,9 +59,11 @@ class Matcher:
         # Per first char: the distinct token lengths, longest first (one slice + dict lookup each,
         # not a startswith per token: Llama 3 has 256 tokens starting with "<"), and the two-char
         # prefixes, which reject most occurrences of the char in text at once.
+        # A char that is itself a token is answered at once where the next char starts no longer
+        # token (Gemma 3: "\n" and runs of up to 31 "\n"s, so each lone newline in text would
+        # otherwise cost 31 slices).
         self.lengths = {c: sorted({len(t) for t in group}, reverse=True) for c, group in by_first.items()}
-        self.prefix2 = {c: None if min(self.lengths[c]) < 2 else frozenset(t[:2] for t in group)
-                        for c, group in by_first.items()}
+        self.prefix2 = {c: frozenset(t[:2] for t in group if len(t) > 1) for c, group in by_first.items()}
         self.by_first = by_first
         self.first = re.compile("[" + "".join(map(_class_escape, sorted(by_first))) + "]") if by_first else None
 
@@ -74,14 +76,17 @@ class Matcher:
                 return None
             p = m.start()
             c = text[p]
-            prefix2 = self.prefix2[c]
-            if prefix2 is None or text[p:p + 2] in prefix2:
+            if text[p:p + 2] in self.prefix2[c]:
                 tokens, room = self.tokens, len(text) - p
                 for n in self.lengths[c]:
                     if n <= room:
                         tok = tokens.get(text[p:p + n])
                         if tok is not None:
                             return p, p + n, tok
+            else:
+                tok = self.tokens.get(c)  # no longer token can start here
+                if tok is not None:
+                    return p, p + 1, tok
             pos = p + 1
 
     def split(self, text: str) -> list[tuple[AddedToken | None, int, int]]:
