@@ -10,16 +10,23 @@ the model maps the whole word list through its cache. The ids are those of the g
 
 from __future__ import annotations
 
+from itertools import chain, islice
+
 
 def build(pipe):
     """A callable text -> ids, or None when this pipeline needs the general path."""
     if pipe.api != "hf" or pipe.norm_matcher is not None:
         return None
     enc = getattr(pipe.model, "encode_words", None)
-    if enc is None or not pipe.pre:
+    if enc is None:
         return None
-    kind = type(pipe.pre[0]).__name__
-    if kind == "CharSplit":
+    kind = type(pipe.pre[0]).__name__ if pipe.pre else None
+    if kind is None or (kind == "SplitStep" and len(pipe.pre) == 1 and _split_is_void(pipe)):
+
+        def words(ntext):  # no pre-tokenizer (Llama 2), or one that never cuts (Gemma 3)
+            return [ntext] if ntext else []
+
+    elif kind == "CharSplit":
         from . import bert
 
         seg = bert.segmenter(pipe.pre)
@@ -29,9 +36,9 @@ def build(pipe):
         def words(ntext):
             return list(filter(None, bert.apply_memo(ntext, seg)[0].split(" ")))
 
-        chain = bert.chain_memo(pipe.normalizers, seg)
-        if chain is not None:
-            return _run(pipe, _chained(pipe, chain, words), enc)
+        memo = bert.chain_memo(pipe.normalizers, seg)
+        if memo is not None:
+            return _run(pipe, _chained(pipe, memo, words), enc)
     elif kind == "MetaspaceStep" and len(pipe.pre) == 1:
         words = pipe.pre[0].words
         if words is None:
@@ -43,14 +50,28 @@ def build(pipe):
     return _run(pipe, lambda stretch: words(pipe.normalize(stretch)[0]), enc)
 
 
-def _chained(pipe, chain, words):
+def _split_is_void(pipe) -> bool:
+    """True when the only pre-tokenizer, a Split on one literal char, can never match: the last
+    normalizer replaces every occurrence of that char with text not holding it (Gemma's
+    Replace(" ", "\u2581") then Split(" ")), so each stretch is one piece."""
+    from .sp_normalizers import Replace
+
+    step = pipe.pre[0]
+    lit = getattr(step, "literal", None)
+    if not lit or len(lit) != 1 or step.invert or not pipe.normalizers:
+        return False
+    last = pipe.normalizers[-1]
+    return isinstance(last, Replace) and last.literal == lit and lit not in last.content
+
+
+def _chained(pipe, memo, words):
     """stretch -> words when the normalizers and the pre-tokenizer fold into one translate table
     (ChainMemo): one C pass; a stretch holding a char that needs its neighbours takes the steps."""
     from .bert import NeedsContext
 
     def stretch_words(stretch: str) -> list[str]:
         try:
-            return list(filter(None, stretch.translate(chain).split(" ")))
+            return list(filter(None, stretch.translate(memo).split(" ")))
         except NeedsContext:
             return words(pipe.normalize(stretch)[0])
 
@@ -61,10 +82,22 @@ def _run(pipe, stretch_words, enc):
     """text -> ids: raw-pass added tokens cut the text, stretch_words(stretch) (normalized and
     pre-tokenized) feeds the model's encode_words."""
     raw = pipe.raw_matcher
+    parts_of = getattr(pipe.model, "encode_word_parts", None)
 
     def run(text: str) -> list[int]:
         spans = [(None, 0, len(text))] if raw is None else raw.split(text)
         ids: list[int] = []
+        if parts_of is not None and len(spans) > 2:
+            # One model call for the words of every stretch, so that its misses merge in one
+            # batch (Gemma 3: each newline is an added token, each line a stretch).
+            units = [(tok, None if tok is not None or e <= s else stretch_words(text[s:e])) for tok, s, e in spans]
+            parts = iter(parts_of(list(chain.from_iterable(w for _, w in units if w))))
+            for tok, words in units:
+                if tok is not None:
+                    ids.append(tok.id)
+                elif words:
+                    ids.extend(chain.from_iterable(islice(parts, len(words))))
+            return ids
         for tok, s, e in spans:
             if tok is not None:
                 ids.append(tok.id)

@@ -106,6 +106,7 @@ class SplitStep(SpanStep):
     def __init__(self, f, step: dict):
         self.behavior = step["behavior"]
         self.invert = bool(step["invert"])
+        self.literal = step.get("literal")
         if "literal" in step:
             self.regex = re.compile(re.escape(step["literal"]))
             self.index = self.blocks = None

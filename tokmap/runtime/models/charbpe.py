@@ -15,8 +15,11 @@ per fallback byte, the sum for fused unks); a token spans its symbols' bytes, ma
 from __future__ import annotations
 
 import re
+import sys
+from itertools import chain, compress, repeat
+from operator import is_, is_not, itemgetter
 
-from .bpe import BPE
+from .bpe import BATCH_BYTES, BATCH_BYTES_IMPORT, BPE
 
 LONG_TEXT = 256  # chars; from here a piece is cut by the numpy bigram table (models/charcut.py)
 
@@ -43,6 +46,7 @@ class CharBPE(BPE):
         self._table = None if not self.prefix and not self.suffix else False
         self._cut_rx = None
         self.char_cache: dict[str, tuple | None] = {}
+        self._char_tok: dict[str, int] = {}  # chars that are tokens of their own (the batch's start)
         self.sub_cache: dict[str, tuple[int, ...]] = {}
 
     # -- initial symbols ---------------------------------------------------------------------
@@ -127,8 +131,21 @@ class CharBPE(BPE):
             return [text]
         rx = self._cut_rx
         if rx is not None:
-            # Candidate cuts before separators; the left char must start as its own token.
-            out, prev, cache = [], 0, self.char_cache
+            # Candidate cuts before separators; the left char must start as its own token. All
+            # cuts at once (re.split, C), each distinct left char checked once; a left char that
+            # is no token of its own (rare) takes the loop below, which skips that cut.
+            out, cache = rx.split(text), self.char_cache
+            if not out[0]:
+                del out[0]  # (a cut before the first char is none)
+            for c in set(map(itemgetter(-1), out[:-1])):
+                hit = cache.get(c)
+                if hit is None:
+                    hit = cache[c] = self._resolve(c)
+                if hit[0] is None or hit[1]:
+                    break
+            else:
+                return out
+            out, prev = [], 0
             for m in rx.finditer(text, 1):
                 k = m.end()
                 c = text[k - 1]
@@ -177,18 +194,99 @@ class CharBPE(BPE):
         elif len(text) >= LONG_TEXT and self._table:
             from .charcut import encode_long
 
-            out = encode_long(text, self._table, self._encode_sub, self.sub_cache)
+            out = encode_long(text, self._table, self._encode_subs, self.sub_cache)
         else:
             subs = self._subpieces(text)
             if len(subs) == 1:
                 out = self._encode_sub(text)
             else:
-                acc: list[int] = []
-                for s in subs:
-                    acc.extend(self._encode_sub(s))
-                out = tuple(acc)
+                parts = list(map(self.sub_cache.get, subs))  # mostly hits: one C-level pass
+                if None in parts:
+                    parts = list(map(self._encode_sub, subs))
+                out = tuple(chain.from_iterable(parts))
         if len(text) <= 48:
             self.piece_cache[text] = out
+        return out
+
+    def encode_words(self, words: list[str]) -> list[int]:
+        """Ids of many pieces (the whole-stretch path, runtime/fastpath.py)."""
+        return list(chain.from_iterable(self.encode_word_parts(words)))
+
+    def encode_word_parts(self, words: list[str]) -> list[tuple[int, ...]]:
+        """Each piece's ids. The pieces not remembered are cut into sub-pieces all at once, and
+        those not remembered either are merged in one batch (_encode_subs)."""
+        cache = self.piece_cache
+        parts = list(map(cache.get, words))
+        if None not in parts:
+            return parts
+        if self.ignore_merges:
+            return list(map(self.encode_piece, words))
+        fresh = dict.fromkeys(compress(words, map(is_, parts, repeat(None))))
+        if self._table is None and max(map(len, fresh)) >= 64:
+            self._build_table()
+        short = [w for w in fresh if w and (len(w) < LONG_TEXT or not self._table)]
+        split = list(map(self._subpieces, short))
+        subs = list(chain.from_iterable(split))
+        got = list(map(self.sub_cache.get, subs))
+        if None in got:
+            missing = list(dict.fromkeys(compress(subs, map(is_, got, repeat(None)))))
+            new = dict(zip(missing, self._encode_subs(missing)))
+            got = list(map(new.get, subs, got))  # a new sub-piece's ids, else the hit itself
+        at = 0
+        for w, sp in zip(short, split):
+            ids = tuple(chain.from_iterable(got[at:at + len(sp)])) if len(sp) > 1 else got[at]
+            at += len(sp)
+            fresh[w] = ids
+            if len(w) <= 48:
+                cache[w] = ids
+        for w, ids in fresh.items():
+            if ids is None:  # long pieces (encode_long batches their own parts), ""
+                fresh[w] = self.encode_piece(w)
+        return list(map(fresh.get, words, parts))  # a fresh piece's ids, else the hit itself
+
+    def _encode_subs(self, texts: list[str]) -> list[tuple[int, ...]]:
+        """_encode_sub of many distinct uncached sub-pieces: one numpy batch merge (models/bpe_batch.py,
+        the merge the byte-level batch uses) of those whose chars are all tokens of their own,
+        when there are enough of them; the rest one by one."""
+        n_chars = sum(map(len, texts))
+        if self.prefix or self.suffix or n_chars < (BATCH_BYTES if "numpy" in sys.modules else BATCH_BYTES_IMPORT):
+            return list(map(self._encode_sub, texts))
+        import numpy as np
+
+        tok = self._char_tok
+        joined = "".join(texts)
+        ids = list(map(tok.get, joined))
+        if None in ids:
+            for c in set(compress(joined, map(is_, ids, repeat(None)))):
+                hit = self.char_cache.get(c)
+                if hit is None:
+                    hit = self.char_cache[c] = self._resolve(c)
+                if hit[0] is not None and not hit[1]:
+                    tok[c] = hit[0][0]
+            ids = list(map(tok.get, joined))
+        lengths = np.fromiter(map(len, texts), np.int64, len(texts))
+        out: list = [None] * len(texts)
+        if None in ids:  # a char with no token of its own (unk, byte fallback): that word alone
+            own = np.fromiter(map(is_not, ids, repeat(None)), bool, len(ids))
+            ok = np.logical_and.reduceat(own, np.cumsum(lengths) - lengths) & (lengths > 0)
+            sym = np.array(list(compress(ids, np.repeat(ok, lengths).tolist())), np.int64)
+            lengths = lengths[ok]
+            which = np.flatnonzero(ok).tolist()
+        else:
+            sym, which = np.array(ids, np.int64), range(len(texts))
+        if len(which):
+            if self._batch is None:
+                self._start_batch()
+            final, counts = self._batch.merge(sym, lengths, self._merge)
+            flat, ends = final.tolist(), np.cumsum(counts).tolist()
+            for k, a, b in zip(which, [0] + ends[:-1], ends):
+                out[k] = tuple(flat[a:b])
+        cache = self.sub_cache
+        for k, t in enumerate(texts):
+            if out[k] is None:
+                out[k] = self._encode_sub(t)
+            elif len(t) <= 160:
+                cache[t] = out[k]
         return out
 
     def piece_offsets(self, text: str, toks) -> list[tuple[int, int]]:

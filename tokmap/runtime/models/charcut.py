@@ -17,6 +17,8 @@ finds the candidate cuts before the usual separators (space marks, whitespace) i
 from __future__ import annotations
 
 import re
+from itertools import compress, repeat
+from operator import is_
 
 import numpy as np
 
@@ -118,9 +120,9 @@ class CutTable:
         return np.flatnonzero(cut) + 1, ids, cps
 
 
-def encode_long(text: str, table: CutTable, encode_sub, cache: dict) -> tuple[int, ...]:
+def encode_long(text: str, table: CutTable, encode_many, cache: dict) -> tuple[int, ...]:
     """Ids of a long piece: one-char parts straight from the table, the others from the model's
-    sub-piece cache or encode_sub."""
+    sub-piece cache or encode_many(distinct missing parts)."""
     cuts, ids, cps = table.split(text)
     n = len(text)
     starts = np.concatenate(([0], cuts))
@@ -132,9 +134,9 @@ def encode_long(text: str, table: CutTable, encode_sub, cache: dict) -> tuple[in
     strs = [text[s:e] for s, e in zip(starts[multi].tolist(), ends[multi].tolist())]
     parts = list(map(cache.get, strs))  # mostly hits: one C-level pass
     if None in parts:
-        for k, w in enumerate(strs):
-            if parts[k] is None:
-                parts[k] = encode_sub(w)
+        missing = list(dict.fromkeys(compress(strs, map(is_, parts, repeat(None)))))
+        got = dict(zip(missing, encode_many(missing)))
+        parts = list(map(got.get, strs, parts))  # a missing part's ids, else the hit itself
     counts = np.ones(len(starts), np.int64)
     plens = np.fromiter(map(len, parts), np.int64, len(parts))
     counts[multi] = plens
