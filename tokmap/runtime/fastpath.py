@@ -4,8 +4,11 @@ plain string work and whose model takes many pieces at once (`encode_words`).
 Pipeline.encode_sequence otherwise walks one (piece, offsets) unit at a time, about a microsecond
 of Python per word before the model is even asked. Here the text is cut at added tokens as
 Pipeline.units does (raw pass; files with normalized added tokens take the general path),
-normalized, cut into words by C-level string methods (`bert.segmenter`, `metaspace.words`), and
-the model maps the whole word list through its cache. The ids are those of the general path.
+normalized, cut into words by C-level string methods (`bert.segmenter`, `metaspace.words`; a
+stretch is one word when there is no pre-tokenizer or its Split can never cut), and the model maps
+the whole word list through its cache. A model with `encode_word_parts` (char-level BPE) gets the
+words of all stretches in one call, so that its misses merge in one batch. The ids are those of
+the general path.
 """
 
 from __future__ import annotations
