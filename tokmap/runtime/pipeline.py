@@ -172,16 +172,16 @@ class Pipeline:
         step = self.fast_split
         direct = step.direct(text)
         regex, t, changed = direct if direct is not None else (step.regex, step.translate(text), None)
-        if t is not text and step.invert:  # Split(invert=True, removed) over a changed text: rare
-            return [text[s:e] for s, e in step.spans(text)]
         parts = regex.findall(t)
         if t is text:  # the matches are the pieces (when they cover the text, or only matches count)
             if step.invert or sum(map(len, parts)) == len(text):
                 return parts
             return [text[s:e] for s, e in step.spans(text)]
         ends = list(accumulate(map(len, parts)))
-        if (ends[-1] if ends else 0) != len(text):  # gaps: the pattern does not cover every char
+        if (ends[-1] if ends else 0) != len(text):  # gaps (Split(invert=True, removed) drops them)
             return [text[s:e] for s, e in step.spans(text)]
+        # The matches tile the text: the pieces, whether the matches are them (invert) or they
+        # cover it anyway; each is its original text, re-cut below where a char was changed.
         if changed is None and (len(text.encode("utf-8", "surrogatepass")) - len(text)) * 8 < len(parts):
             changed = (m.start() for m in _NON_ASCII.finditer(t))  # mostly ASCII: few translated chars
         if changed is None:
