@@ -208,9 +208,11 @@ class CharBPE(BPE):
             self.piece_cache[text] = out
         return out
 
-    def encode_words(self, words: list[str]) -> list[int]:
-        """Ids of many pieces (the whole-stretch path, runtime/fastpath.py)."""
-        return list(chain.from_iterable(self.encode_word_parts(words)))
+    def encode_words(self, words: list[str]):
+        """Ids of many pieces (the whole-stretch path, runtime/fastpath.py), a list or a tuple.
+        (Llama 2 has one piece per text: its tuple as it is, not copied once more.)"""
+        parts = self.encode_word_parts(words)
+        return parts[0] if len(parts) == 1 else list(chain.from_iterable(parts))
 
     def encode_word_parts(self, words: list[str]) -> list[tuple[int, ...]]:
         """Each piece's ids. The pieces not remembered are cut into sub-pieces all at once, and
