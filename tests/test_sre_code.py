@@ -108,3 +108,13 @@ def test_invalid_code_with_valid_checksum_is_refused(exported, tmp_path):
     off = Container(data).entry(sid)["offset"]
     check_error(ei.value, p, mtok.section_name(sid), off, match="not valid engine code")
     assert zlib.crc32(bytes(words)) == Container(data).entry(sid)["crc32"]
+
+
+@pytest.mark.parametrize("blob", ["0", None, 10 ** 6])
+def test_code_naming_no_blob_is_refused(exported, tmp_path, blob):
+    path = exported("llama3")
+    p, step = _reloaded(tmp_path, with_meta(path, lambda m: _split_step(m)["regex_bmp_code"].__setitem__("blob", blob)),
+                        "no-blob.mtok")
+    with pytest.raises(tokmap.FormatError) as ei:
+        step.bmp_regex()
+    check_error(ei.value, p, "meta", None, match="names no blob")

@@ -19,18 +19,7 @@ import sys
 import zlib
 from array import array
 
-
-def engine_id() -> dict | None:
-    """What must match for stored code to run here, or None off CPython (no `_sre` code)."""
-    if sys.implementation.name != "cpython":
-        return None
-    try:
-        import _sre
-        from re import _constants
-    except ImportError:
-        return None
-    return {"magic": _constants.MAGIC, "codesize": _sre.CODESIZE, "maxunicode": sys.maxunicode,
-            "python": "%d.%d" % sys.version_info[:2]}
+from ..runtime.sre_load import engine_id  # what the runtime checks is what is written
 
 
 def compile_code(pattern: str) -> tuple[dict, bytes] | None:

@@ -16,33 +16,41 @@ from .. import mtok
 from ..errors import FormatError
 
 
-def load(f, info, pattern: str):
-    """The compiled pattern from split-step field `regex_bmp_code` (`info`), or None when the
-    caller should compile `pattern` itself. FormatError when the stored code is damaged."""
-    if not isinstance(info, dict) or sys.implementation.name != "cpython":
+def engine_id() -> dict | None:
+    """What stored code must have been made by to run here (the exporter writes this very dict),
+    or None off CPython (no `_sre` code)."""
+    if sys.implementation.name != "cpython":
         return None
     try:
         import _sre
         from re import _constants
     except ImportError:
         return None
-    here = (_constants.MAGIC, _sre.CODESIZE, sys.maxunicode, "%d.%d" % sys.version_info[:2])
-    if (info.get("magic"), info.get("codesize"), info.get("maxunicode"), info.get("python")) != here:
+    return {"magic": _constants.MAGIC, "codesize": _sre.CODESIZE, "maxunicode": sys.maxunicode,
+            "python": "%d.%d" % sys.version_info[:2]}
+
+
+def load(f, info, pattern: str):
+    """The compiled pattern from split-step field `regex_bmp_code` (`info`), or None when the
+    caller should compile `pattern` itself. FormatError when the stored code is damaged."""
+    here = engine_id()
+    if not isinstance(info, dict) or here is None or any(info.get(k) != v for k, v in here.items()):
         return None  # another engine's code: compile the text
     if info.get("pattern_crc32") != zlib.crc32(pattern.encode("utf-8", "surrogatepass")):
         return None  # code for some other text: the text is what the file means
-    sid = mtok.BLOB_BASE + info.get("blob", -1)
-    if not f.has(sid):
-        raise FormatError(f.path, "split regex_bmp_code names a missing blob", section="meta")
-    _dt, off, length, crc = f.sections[sid]
+    blob = info.get("blob")
+    sid = mtok.BLOB_BASE + blob if type(blob) is int else None
+    if sid is None or not f.has(sid):
+        raise FormatError(f.path, "split regex_bmp_code names no blob of the file", section="meta")
     words = f.view(sid, mtok.U32)
-    if zlib.crc32(f._mv[off: off + length]) != crc:
-        raise FormatError(f.path, "checksum mismatch (file corrupted)", section=mtok.section_name(sid), offset=off)
+    f.verify_section(sid)
     code = words.tolist()
     if sys.byteorder != "little":
         code = [int.from_bytes(w.to_bytes(4, "little"), "big") for w in code]
+    import _sre
+
     try:
         return _sre.compile(pattern, info["flags"], code, 0, {}, ())
     except (RuntimeError, TypeError, ValueError, OverflowError, KeyError) as e:  # "invalid SRE code"
         raise FormatError(f.path, f"split regex_bmp_code is not valid engine code ({e})",
-                          section=mtok.section_name(sid), offset=off) from None
+                          section=mtok.section_name(sid), offset=f.sections[sid][1]) from None

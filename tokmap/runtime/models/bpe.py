@@ -31,6 +31,11 @@ CACHE_PIECE = 256  # chars; longer pieces are not remembered
 CACHE_MAX = 1 << 19  # pieces; the cache is emptied when it grows past this
 
 
+def batch_pays(n: int) -> bool:
+    """Whether misses of n chars in all are worth the numpy batch merge (numpy may need importing)."""
+    return n >= (BATCH_BYTES if "numpy" in sys.modules else BATCH_BYTES_IMPORT)
+
+
 class BPE(VocabFile):
     def __init__(self, f, meta: dict):
         super().__init__(f)
@@ -110,7 +115,7 @@ class BPE(VocabFile):
         else:
             misses = list(dict.fromkeys(compress(pieces, map(is_, hits, repeat(None)))))
         nbytes = sum(map(len, misses))
-        if nbytes < (BATCH_BYTES if "numpy" in sys.modules else BATCH_BYTES_IMPORT):
+        if not batch_pays(nbytes):
             got = dict(zip(misses, map(self.encode_piece, misses)))
         else:
             out = self._encode_many(misses)

@@ -15,11 +15,10 @@ per fallback byte, the sum for fused unks); a token spans its symbols' bytes, ma
 from __future__ import annotations
 
 import re
-import sys
 from itertools import chain, compress, repeat
 from operator import is_, is_not, itemgetter
 
-from .bpe import BATCH_BYTES, BATCH_BYTES_IMPORT, BPE
+from .bpe import BPE, batch_pays
 
 LONG_TEXT = 256  # chars; from here a piece is cut by the numpy bigram table (models/charcut.py)
 
@@ -251,7 +250,7 @@ class CharBPE(BPE):
         the merge the byte-level batch uses) of those whose chars are all tokens of their own,
         when there are enough of them; the rest one by one."""
         n_chars = sum(map(len, texts))
-        if self.prefix or self.suffix or n_chars < (BATCH_BYTES if "numpy" in sys.modules else BATCH_BYTES_IMPORT):
+        if self.prefix or self.suffix or not batch_pays(n_chars):
             return list(map(self._encode_sub, texts))
         import numpy as np
 
