@@ -27,6 +27,7 @@ BATCH_BYTES_IMPORT = 1 << 14  # ... or above this many while numpy is not import
 BATCH_WORD = 256  # bytes; longer pieces are batch-merged one by one while rounds merge in bulk
 PAIR_TABLE_BYTES = 1 << 17  # batch bytes above which the 64K byte-pair table (~8 ms) pays for itself
 SLOW_ROUND = 32  # ... that is, while a round merges at least 1/32 of a long piece's symbols
+CHUNK_PIECE = 4096  # bytes; a piece this long (and longer than any token) is merged in chunks
 CACHE_PIECE = 256  # chars; longer pieces are not remembered
 CACHE_MAX = 1 << 19  # pieces; the cache is emptied when it grows past this
 
@@ -61,6 +62,8 @@ class BPE(VocabFile):
         self._unreached_h = None  # piece hashes of the unreached tokens, with _whole
         self._atomic = None  # the atomic_chars section as numpy, once batching starts
         self._present = None  # bpe_batch.hash_filter of the piece_hash table
+        self._tok_len = None  # byte length of every token (numpy), for bpe_chunks.glue ...
+        self._longest = None  # ... and the longest
 
     # -- merges -------------------------------------------------------------------------------
     def pair(self, left: int, right: int) -> tuple[int, int]:
@@ -162,7 +165,11 @@ class BPE(VocabFile):
         ends = np.cumsum(lengths).tolist()
         for k in np.flatnonzero(lengths > BATCH_WORD).tolist():  # long pieces: merged one by one
             n = int(lengths[k])
-            one = self._merge_words(raw[ends[k] - n:ends[k]], lengths[k:k + 1], SLOW_ROUND)
+            one = None
+            if n >= CHUNK_PIECE and n > self._longest_token():  # (so the piece is no token itself)
+                one = self._merge_chunked(raw[ends[k] - n:ends[k]])
+            if one is None:
+                one = self._merge_words(raw[ends[k] - n:ends[k]], lengths[k:k + 1], SLOW_ROUND)
             if one is not None:
                 out[k] = one[0]
         for k, t in enumerate(texts):
@@ -235,6 +242,49 @@ class BPE(VocabFile):
                     if i is not None and i in self._unreached:
                         out[j] = (i,)
         return out
+
+    def _merge_chunked(self, raw) -> list[tuple[int, ...]] | None:
+        """[ids] of one long piece merged as overlapping chunks in one batch (bpe_chunks.py), or
+        None when the chunks cannot be glued or a byte has no token (the caller's merge then)."""
+        from .bpe_chunks import merge_piece, worth_chunking
+
+        if not worth_chunking(raw):
+            return None
+        got = merge_piece(raw, lambda starts, ends: self._merge_ranges(raw, starts, ends), self._token_lengths())
+        return None if got is None else [tuple(got.tolist())]
+
+    def _merge_ranges(self, raw, starts, ends):
+        """(ids back to back, count per range) of BPE over each byte range raw[starts[k]:ends[k]]
+        as a word of its own (no whole-token lookup: pure merging), or None for a byte with no token."""
+        import numpy as np
+
+        lengths = ends - starts
+        craw = raw[np.repeat(starts - (np.cumsum(lengths) - lengths), lengths) + np.arange(int(lengths.sum()))]
+        sym = self._byte_ids_np[craw]
+        if (sym == mtok.NO_ID).any():
+            return None
+        single, mlen = None, lengths
+        if self._atomic is not None:
+            from .bpe_batch import premerge_chars
+
+            sym, mlen, craw, single = premerge_chars(sym, craw, lengths, self._atomic)
+        if len(craw) > PAIR_TABLE_BYTES:
+            self._batch.byte_pair_table(self._byte_ids_np)
+        ids, counts = self._batch.merge(sym, mlen, self._merge, 0, craw, single)
+        return ids.astype(np.int64), counts
+
+    def _token_lengths(self):
+        """Byte length of every token (numpy int64), computed once."""
+        if self._tok_len is None:
+            import numpy as np
+
+            self._tok_len = np.diff(np.frombuffer(self.off, dtype="<u4").astype(np.int64))
+        return self._tok_len
+
+    def _longest_token(self) -> int:
+        if self._longest is None:
+            self._longest = int(self._token_lengths().max(initial=0))
+        return self._longest
 
     def _whole_tokens(self, raw, lengths):
         from .bpe_batch import whole_tokens

@@ -1,0 +1,112 @@
+"""Long pieces merged as overlapping chunks (runtime/models/bpe_chunks.py) must give exactly the ids
+of merging the whole piece: against the references on real models (random letters, CJK runs,
+mixed scripts, periodic text), and on random toy vocabularies with shuffled ranks where chunks
+as small as a few bytes force the re-merge of neighbours that share no token.
+Each test also checks that the chunked path did run (and, where asked for, re-merged), so a
+change that quietly sends every piece to the old merge fails here.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+
+import numpy as np
+import pytest
+from conftest import model_source
+from test_atomic_chars import CHARS, _byte_level_input, _toy
+from test_conformance import Ref
+
+import tokmap
+from tokmap.runtime.models import bpe, bpe_chunks
+
+
+@pytest.fixture
+def spy(monkeypatch):
+    """Counts of chunked merges that glued, that gave up, and of re-merge rounds."""
+    seen = {"glued": 0, "gave_up": 0, "remerged": 0}
+    merge_piece, glue = bpe_chunks.merge_piece, bpe_chunks.glue
+
+    def counting_merge_piece(*a, **k):
+        got = merge_piece(*a, **k)
+        seen["glued" if got is not None else "gave_up"] += 1
+        return got
+
+    def counting_glue(*a, **k):
+        out, failed = glue(*a, **k)
+        seen["remerged"] += out is None
+        return out, failed
+
+    monkeypatch.setattr(bpe_chunks, "merge_piece", counting_merge_piece)
+    monkeypatch.setattr(bpe_chunks, "glue", counting_glue)
+    return seen
+
+
+def _texts(rng: random.Random, n: int) -> dict[str, str]:
+    letters = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+    return {
+        "letters": "".join(rng.choice(letters) for _ in range(n)),
+        "cjk": "".join(chr(rng.randint(0x4E00, 0x9FFF)) for _ in range(n // 3)),
+        "mixed": "".join(rng.choice(["a", "é", "ß", "日", "本", "ё", "ж", "z", "q"]) for _ in range(n // 2)),
+        "lower": "".join(rng.choice("etaoinshrdlu") for _ in range(n)),
+    }
+
+
+@pytest.mark.parametrize("name", ["cl100k_base", "o200k_base", "llama3"])
+def test_long_pieces_equal_the_reference(name, testdata, exported, spy):
+    ref = Ref(name, model_source(testdata, name))
+    encode_ref = ref.cases()[0][1]
+    rng = random.Random(f"chunks-{name}")
+    texts = _texts(rng, 30000)
+    texts["periodic"] = "abcab" * 3000  # chunks fall out of phase: re-merged or given up, never wrong
+    for label, text in texts.items():
+        tok = tokmap.load(exported(name))  # fresh: no cached pieces
+        assert tok.encode(text, add_special_tokens=False) == encode_ref(text), (name, label)
+    assert spy["glued"] >= 3, spy  # o200k cuts mixed-case letters into short pieces: not chunked
+
+
+@pytest.mark.parametrize("seed", range(8))
+@pytest.mark.parametrize("stride,overlap", [(32, 8), (6, 2), (3, 1)])
+def test_toy_vocabularies_with_tiny_chunks(tmp_path, monkeypatch, spy, seed, stride, overlap):
+    tokenizers = pytest.importorskip("tokenizers")
+    monkeypatch.setattr(bpe_chunks, "STRIDE", stride)
+    monkeypatch.setattr(bpe_chunks, "OVERLAP", overlap)
+    monkeypatch.setattr(bpe, "CHUNK_PIECE", 64)
+    rng = random.Random(f"chunk-toy-{seed}")
+    doc, _vocab = _toy(rng, 150)
+    doc = _byte_level_input(doc)
+    src = tmp_path / "tokenizer.json"
+    src.write_text(json.dumps(doc), encoding="utf-8")
+    out = tmp_path / "toy.mtok"
+    tokmap.export(src, out)
+    ref = tokenizers.Tokenizer.from_str(json.dumps(doc))
+    pool = [c for c in CHARS if c != " "]
+    for n in (700, 3000):
+        word = "".join(rng.choice(pool) for _ in range(n))  # one piece: the split cuts at spaces only
+        assert tokmap.load(out).encode(word) == ref.encode(word).ids, (seed, n)
+    assert spy["glued"] + spy["gave_up"] == 2
+    if stride == 3:
+        assert spy["remerged"], spy  # 3-byte chunks with 1 byte of overlap cannot always glue
+
+
+def test_remerge_across_many_rounds_stays_exact(exported, testdata, monkeypatch, spy):
+    """Chunks too small to share tokens: neighbours are joined round after round; when RETRIES
+    runs out the piece goes to the old merge. Either way the ids are the reference's."""
+    ref = Ref("cl100k_base", model_source(testdata, "cl100k_base"))
+    rng = random.Random(7)
+    text = "".join(rng.choice("etaoinshrdlu") for _ in range(20000))
+    expected = ref.cases()[0][1](text)
+    monkeypatch.setattr(bpe_chunks, "STRIDE", 2)
+    monkeypatch.setattr(bpe_chunks, "OVERLAP", 1)
+    for retries in (1, 6, 12):
+        monkeypatch.setattr(bpe_chunks, "RETRIES", retries)
+        assert tokmap.load(exported("cl100k_base")).encode(text) == expected, retries
+    assert spy["gave_up"] >= 1 and spy["glued"] >= 2 and spy["remerged"] >= 3, spy
+
+
+def test_runs_keep_the_bulk_rounds(exported, spy):
+    tok = tokmap.load(exported("cl100k_base"))
+    tok.encode("a" * 20000)
+    tok.encode(" " * 20000)
+    assert spy["glued"] == spy["gave_up"] == 0  # worth_chunking said no: no chunk was merged
+    assert bpe_chunks.worth_chunking(np.frombuffer(b"ab" * 100, dtype=np.uint8))

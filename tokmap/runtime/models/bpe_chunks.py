@@ -1,0 +1,135 @@
+"""One long piece (10^5 random letters, a CJK run, a minified file) merged as overlapping chunks.
+
+The batch merge (bpe_batch.py) takes one rank per word per round, so a single long word costs a
+round per distinct merge, and the heap merge a Python step per merge. Here the piece is cut into
+chunks of STRIDE bytes that reach OVERLAP bytes into the next chunk; all chunks are
+merged as the words of one batch, and neighbouring chunks are joined at a token they share.
+
+Exactness. Sequential BPE (lowest rank first, leftmost on ties; tokenizers and tiktoken alike)
+has two properties, shown in github/rust-gems' crates/bpe README ("Properties of BPE"):
+  II   a contiguous run of the tokens BPE makes of a text is what BPE makes of that run's bytes
+       (no merge crossed its edges, so the same merges happen in the same order);
+  III  if e_0..e_i is BPE's result for text[a:c] and e_i..e_n for text[b:d], where e_i is the
+       same token over the same bytes in both, then e_0..e_n is BPE's result for text[a:d].
+Chunk k's result is exact BPE of its bytes. If chunks k and k+1 both hold a token with the same
+id over the same bytes (inside their overlap), chunk k's tokens up to it and chunk k+1's from it
+on are glued by III; gluing every neighbouring pair this way gives BPE of the whole piece. When
+some pair shares no token, the two are merged again as one chunk; after RETRIES such rounds
+(periodic text can keep chunks out of phase for long) None is returned and the caller merges the
+piece as before: the result is exact either way, only the speed differs.
+
+Chunks start and end on UTF-8 character starts, so whole characters can be premerged
+(bpe_batch.premerge_chars) in a chunk as in any word.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+STRIDE = 32  # bytes between chunk starts: a round costs O(all chunks), rounds ~ a chunk's merges
+OVERLAP = 8  # bytes a chunk reaches into the next; BPE agrees again within a few tokens
+RETRIES = 4  # rounds of joining chunks that share no token before giving up (periodic text)
+
+
+def chunk_bounds(raw: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(starts, ends) of the chunks of raw (the piece's UTF-8 bytes): chunk k from the first char
+    start at or after k * STRIDE to the one at or after (k + 1) * STRIDE + OVERLAP, the last to n.
+    (Starts on multiples of STRIDE keep text with a period dividing it in phase: "abab...".)"""
+    n = len(raw)
+    lead = np.flatnonzero((raw & 0xC0) != 0x80)
+    lead = np.append(lead, n)  # (n: "the end" for a target past the last char start)
+    k = np.arange((n + STRIDE - 1) // STRIDE, dtype=np.int64)
+    starts = lead[np.searchsorted(lead, k * STRIDE)]
+    ends = lead[np.searchsorted(lead, np.minimum((k + 1) * STRIDE + OVERLAP, n))]
+    ends[-1] = n
+    keep = ends > starts  # (a char longer than the stride could leave a chunk empty)
+    return starts[keep], ends[keep]
+
+
+def worth_chunking(raw: np.ndarray) -> bool:
+    """Not for runs ("aaaa", spaces): their batch rounds merge half the symbols at once, while
+    chunks of a run can stay out of phase with the whole and fail to glue."""
+    return np.count_nonzero(raw[1:] != raw[:-1]) * 2 > len(raw)
+
+
+def merge_piece(raw: np.ndarray, merge_chunks, tok_len: np.ndarray) -> np.ndarray | None:
+    """BPE ids of one long piece (raw: its UTF-8 bytes), or None. merge_chunks(starts, ends) merges
+    the byte ranges as the words of one batch: (ids back to back, count per range), or None.
+    Neighbours that share no token are merged again as one chunk, up to RETRIES times."""
+    starts, ends = chunk_bounds(raw)
+    got = merge_chunks(starts, ends)
+    for _ in range(RETRIES):
+        if got is None:
+            return None
+        ids, counts = got
+        out, failed = glue(ids, counts, tok_len, starts, ends)
+        if out is not None:
+            return out
+        # Chunk j joins chunk j + 1 where boundary j failed: each group becomes one chunk.
+        group = np.concatenate(([0], np.cumsum(~failed)))
+        first = np.flatnonzero(np.concatenate(([True], group[1:] != group[:-1])))
+        last = np.append(first[1:], len(group)) - 1
+        redo = np.flatnonzero(last > first)
+        new_starts, new_ends = starts[first], ends[last]
+        again = merge_chunks(new_starts[redo], new_ends[redo])
+        if again is None:
+            return None
+        kept = np.repeat(first == last, last - first + 1)  # the chunks merged as they were
+        new_counts = np.zeros(len(first), dtype=np.int64)
+        new_counts[first == last] = counts[kept]
+        new_counts[redo] = again[1]
+        new_ids = np.empty(int(new_counts.sum()), dtype=np.int64)
+        new_ids[_slots(new_counts, np.flatnonzero(first == last))] = ids[np.repeat(kept, counts)]
+        new_ids[_slots(new_counts, redo)] = again[0]
+        got, starts, ends = (new_ids, new_counts), new_starts, new_ends
+    return None
+
+
+def _slots(counts: np.ndarray, which: np.ndarray) -> np.ndarray:
+    """Indices, in a concatenation of segments of these counts, of the segments named by which."""
+    offsets = np.cumsum(counts) - counts
+    c = counts[which]
+    return np.repeat(offsets[which] - (np.cumsum(c) - c), c) + np.arange(int(c.sum()))
+
+
+def glue(ids: np.ndarray, counts: np.ndarray, tok_len: np.ndarray, starts: np.ndarray,
+         ends: np.ndarray) -> tuple[np.ndarray | None, np.ndarray]:
+    """(the whole piece's ids, or None when some neighbouring chunks share no token; which
+    boundaries share none) from each chunk's ids (back to back, counts per chunk; tok_len: byte
+    length of every token id). Boundary b lies between chunks b and b + 1."""
+    n_chunks = len(counts)
+    failed = np.ones(n_chunks - 1, dtype=bool)
+    if n_chunks == 1:
+        return ids, failed
+    wid = np.repeat(np.arange(n_chunks, dtype=np.int64), counts)
+    size = ends - starts
+    tend = np.cumsum(tok_len[ids].astype(np.int64)) + np.repeat(starts - (np.cumsum(size) - size), counts)
+    tstart = tend - tok_len[ids]
+    # Chunk b offers its tokens that start inside chunk b + 1, chunk b + 1 its tokens that end inside chunk b. A token is named by
+    # (boundary, end relative to the next chunk's start, id): equal names are a shared token.
+    nxt_start = np.append(starts[1:], np.iinfo(np.int64).max)
+    prv_end = np.concatenate(([-1], ends[:-1]))
+    a = np.flatnonzero(tstart >= nxt_start[wid])
+    b = np.flatnonzero(tend <= prv_end[wid])
+    ba, bb = wid[a], wid[b] - 1
+    rel_a, rel_b = tend[a] - starts[ba + 1], tend[b] - starts[bb + 1]
+    name = np.concatenate(((ba << 40) | (rel_a << 24) | ids[a], (bb << 40) | (rel_b << 24) | ids[b]))
+    where = np.concatenate((a, b))
+    order = np.argsort(name, kind="stable")  # chunk b's token sorts before chunk b + 1's
+    sname = name[order]
+    match = np.flatnonzero(sname[1:] == sname[:-1])
+    bound = sname[match] >> 40
+    first = np.concatenate(([True], bound[1:] != bound[:-1]))[:len(bound)]  # the leftmost shared token
+    match, bound = match[first], bound[first]
+    failed[bound] = False
+    if len(bound) != n_chunks - 1:
+        return None, failed
+    left = where[order[match]]  # the shared token's index in chunk b's ids
+    right = where[order[match + 1]]  # ... and in chunk b + 1's
+    # Keep chunk k's ids after the token it shares with chunk k - 1, up to and including the one
+    # it shares with chunk k + 1.
+    mark = np.zeros(len(ids) + 1, dtype=np.int64)
+    mark[0] = 1
+    np.add.at(mark, left + 1, -1)
+    np.add.at(mark, right + 1, 1)
+    return ids[np.cumsum(mark[:-1]) > 0], failed
