@@ -81,6 +81,10 @@ SECTION_PIECE_HASH = 18  # u64[]: ascending hash32 << 32 | id of each token a pi
 #                          bytes encodes to (bpe_batch.piece_hashes), for a bulk whole-piece lookup
 SECTION_ATOMIC_CHARS = 19  # u64[]: ascending code_point << 40 | flags << 32 | id of characters BPE
 #                            always forms first (exporter/atomic_chars.py)
+# Character-level BPE (no prefix/suffix) speed-ups: runtime/models/charcut.py's table, which the
+# runtime otherwise builds on the first long piece (~70 ms for Gemma 3's 515K merges).
+SECTION_CHAR_TOKENS = 20  # u64[]: ascending code_point << 32 | id of each char that is a token alone
+SECTION_CHAR_BIGRAMS = 21  # u64[]: ascending distinct a << 21 | b of adjacent chars inside merge results
 # SentencePiece .model sources (ids kept apart from the tokenizer.json models' sections).
 SECTION_SPM_SCORES = 32  # f32[n]: each piece's score, by id
 SECTION_SPM_TYPES = 33  # u8[n]: each piece's SentencePiece type (1 normal .. 6 byte), by id
@@ -103,6 +107,8 @@ SECTION_NAMES = {
     SECTION_UNREACHED: "unreached",
     SECTION_PIECE_HASH: "piece_hash",
     SECTION_ATOMIC_CHARS: "atomic_chars",
+    SECTION_CHAR_TOKENS: "char_tokens",
+    SECTION_CHAR_BIGRAMS: "char_bigrams",
     SECTION_SPM_SCORES: "spm_scores",
     SECTION_SPM_TYPES: "spm_types",
     SECTION_SPM_CHARSMAP: "spm_charsmap",

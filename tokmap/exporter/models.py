@@ -55,7 +55,46 @@ def bpe_sections(d, token_bytes, regular, sections) -> dict:
         from .sp_steps import char_bpe_meta
 
         meta.update(char_bpe_meta(d))
+        if not m.continuing_subword_prefix and not m.end_of_word_suffix:
+            _char_cut_sections(sections, token_bytes, regular, [keys[k][1] for k in ordered])
+        if m.byte_fallback:
+            meta.update(_byte_token_meta(token_bytes, regular, ordered))
     return meta
+
+
+def _byte_token_meta(token_bytes, regular, ordered) -> dict:
+    """Facts about the <0xHH> fallback tokens the runtime would otherwise derive on first use:
+    the id of <0x00> when all 256 are findable at consecutive ids, and whether any is an operand
+    of some merge (models/charcut.py)."""
+    names = [f"<0x{b:02X}>".encode() for b in range(256)]
+    where = {token_bytes[i]: i for i in regular if len(token_bytes[i]) == 6}
+    ids = [where.get(n) for n in names]
+    if None in ids:
+        return {}
+    byte_ids = set(ids)
+    out = {"byte_tokens_merge": any((k >> 32) in byte_ids or (k & 0xFFFFFFFF) in byte_ids for k in ordered)}
+    if ids == list(range(ids[0], ids[0] + 256)):
+        out["byte_tokens_first"] = ids[0]
+    return out
+
+
+def _char_cut_sections(sections, token_bytes, regular, results) -> None:
+    """The char-level BPE cut table (runtime/models/charcut.py), computed by the runtime's own
+    function so the two cannot differ; nothing when the tokens are not whole UTF-8 chars."""
+    import numpy as np
+
+    from ..runtime.models.charcut import char_tables
+
+    off = np.concatenate(([0], np.cumsum([len(b) for b in token_bytes]))).astype(np.int64)
+    tb = np.frombuffer(b"".join(token_bytes), np.uint8)
+    try:
+        cps, ids, bigrams = char_tables(tb, off, np.array(regular, np.int64), np.array(results, np.int64))
+    except (ValueError, UnicodeError):
+        return
+    order = np.argsort(cps, kind="stable")
+    entries = (cps[order].astype(np.uint64) << np.uint64(32)) | ids[order].astype(np.uint64)
+    sections[mtok.SECTION_CHAR_TOKENS] = (mtok.U64, entries.astype("<u8").tobytes())
+    sections[mtok.SECTION_CHAR_BIGRAMS] = (mtok.U64, bigrams.astype("<u8").tobytes())
 
 
 def _bpe_aux(sections, token_bytes, regular, byte_ids, ordered, keys, ignore_merges) -> None:

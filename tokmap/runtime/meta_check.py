@@ -61,6 +61,10 @@ def check_meta(m: dict) -> None:
             for k in ("continuing_subword_prefix", "end_of_word_suffix"):
                 need(model.get(k) is None or isinstance(model[k], str), f"model.{k}", "null or a string")
             need(isinstance(model.get("boundaries", ""), str), "model.boundaries", "a string")
+            # Absent in files written before they were stored (models/charcut.py, charbpe.py).
+            need(isinstance(model.get("byte_tokens_merge", False), bool), "model.byte_tokens_merge", "a boolean")
+            need(model.get("byte_tokens_first") is None or is_int(model["byte_tokens_first"], 0, max(n - 255, 0)),
+                 "model.byte_tokens_first", "null or the first of 256 token ids")
     # SentencePiece's API and model come together: one without the other is a mis-built META.
     need((m["api"] == "sentencepiece") == (model["type"] == "spm"), "api",
          '"sentencepiece" exactly when model.type is "spm"')

@@ -31,6 +31,8 @@ class CharBPE(BPE):
         self.fuse_unk = bool(m.get("fuse_unk", False))
         self.prefix = m.get("continuing_subword_prefix") or ""
         self.suffix = m.get("end_of_word_suffix") or ""
+        self.byte_tokens_merge = m.get("byte_tokens_merge")  # see models/charcut.py ...
+        self.byte_tokens_first = m.get("byte_tokens_first")  # ... and _bytes_tokens
         self.prefix_len = len(self.prefix.encode("utf-8"))
         boundaries = m.get("boundaries") or ""
         # Cut points of a piece: before a boundary char that follows a different char (see
@@ -51,7 +53,13 @@ class CharBPE(BPE):
     # -- initial symbols ---------------------------------------------------------------------
     def _bytes_tokens(self):
         if self._byte_tok is None:
-            self._byte_tok = [self.lookup(f"<0x{b:02X}>".encode()) for b in range(256)]
+            names = [f"<0x{b:02X}>".encode() for b in range(256)]
+            first = self.byte_tokens_first  # the exporter found the 256 at consecutive ids
+            if first is not None and 0 <= first and first + 256 < len(self.off) and all(
+                    self.token_bytes(first + b) == names[b] for b in range(256)):
+                self._byte_tok = list(range(first, first + 256))
+            else:  # (older files) 256 binary searches
+                self._byte_tok = list(map(self.lookup, names))
         return self._byte_tok
 
     def _resolve(self, s: str):

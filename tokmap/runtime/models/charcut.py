@@ -10,6 +10,8 @@ flushed by the known char that ends the left side, so the initial symbols split 
 The table holds, from the mapped vocabulary and merge results:
   char_id  int32[0x110000]: the char's own token id, or -1 (as `VocabFile.lookup` finds it);
   keys     sorted uint64 bigrams (a << 21 | b) found inside merge results.
+The exporter stores both (sections char_tokens, char_bigrams, computed by `char_tables` below);
+for older files the runtime derives them on the first long piece (~70 ms for Gemma 3).
 Pieces from 256 chars are cut with it in numpy (`split`); shorter pieces use `cut_regex`, which
 finds the candidate cuts before the usual separators (space marks, whitespace) in C.
 """
@@ -22,27 +24,51 @@ from operator import is_
 
 import numpy as np
 
+from ... import mtok
+from ...errors import FormatError
+
 # Separators a cut may precede in the regex path (the numpy path considers every char pair).
 CANDIDATES = "\u2581 \n\t\r"
 
 
+def char_tables(tb: np.ndarray, off: np.ndarray, findable: np.ndarray, results: np.ndarray):
+    """(code points, ids) of the findable tokens that are one char, and the ascending distinct
+    bigrams a << 21 | b inside the merge results' strings. tb: all token bytes (uint8), off: the
+    n + 1 offsets (int64). ValueError or UnicodeError when the tokens are not whole UTF-8 chars.
+    (The exporter stores both, mtok.SECTION_CHAR_TOKENS / _BIGRAMS; older files get them here.)"""
+    n_tok = len(off) - 1
+    text = tb.tobytes().decode("utf-8", "surrogatepass")
+    lead = (tb & 0xC0) != 0x80
+    inner = off[(off < len(tb))]
+    if not lead[inner].all():
+        raise ValueError("a token boundary splits a UTF-8 sequence")
+    coff = np.concatenate(([0], np.cumsum(lead)))[off]  # char offset of each token boundary
+    cps = np.frombuffer(text.encode("utf-32-le", "surrogatepass"), np.uint32)
+    lens = np.diff(coff)
+    is_findable = np.zeros(n_tok, bool)
+    is_findable[findable] = True
+    one = np.flatnonzero((lens == 1) & is_findable)
+    is_res = np.zeros(n_tok, bool)
+    is_res[results] = True
+    tok = np.repeat(np.arange(n_tok), lens)  # token of each char of the joined vocabulary
+    keep = (tok[:-1] == tok[1:]) & is_res[tok[:-1]]
+    c64 = cps.astype(np.uint64)
+    keys = np.sort(((c64[:-1] << np.uint64(21)) | c64[1:])[keep])
+    keys = keys[np.concatenate(([True], keys[1:] != keys[:-1]))] if len(keys) else keys
+    return cps[coff[one]], one, keys
+
+
 class CutTable:
     def __init__(self, model):
-        b = np.frombuffer(model.tb, np.uint8)
         off = np.frombuffer(model.off, np.uint32).astype(np.int64)
         n_tok = len(off) - 1
-        text = bytes(model.tb).decode("utf-8", "surrogatepass")  # UnicodeDecodeError: no table
-        lead = (b & 0xC0) != 0x80
-        inner = off[(off < len(b))]
-        if not lead[inner].all():
-            raise ValueError("a token boundary splits a UTF-8 sequence")
-        coff = np.concatenate(([0], np.cumsum(lead)))[off]  # char offset of each token boundary
-        cps = np.frombuffer(text.encode("utf-32-le", "surrogatepass"), np.uint32)
-        lens = np.diff(coff)
-        findable = np.zeros(n_tok, bool)
-        findable[np.frombuffer(model.sorted_ids, np.uint32)] = True
-        one = np.flatnonzero((lens == 1) & findable)
-        one_cp = cps[coff[one]]
+        f = model._f
+        if f.has(mtok.SECTION_CHAR_TOKENS) and f.has(mtok.SECTION_CHAR_BIGRAMS):
+            one_cp, one, keys = _stored(f, n_tok)
+        else:
+            one_cp, one, keys = char_tables(np.frombuffer(model.tb, np.uint8), off,
+                                            np.frombuffer(model.sorted_ids, np.uint32),
+                                            np.frombuffer(model.results, np.uint32))
         self.char_id = np.full(0x110000, -1, np.int32)
         self.char_id[one_cp] = one
         # (sort-based where np.unique/np.isin would import numpy.ma, ~6 ms, on a first encode)
@@ -51,13 +77,7 @@ class CutTable:
             for cp in set(one_cp.tolist()):
                 i = model.lookup(chr(cp).encode("utf-8", "surrogatepass"))
                 self.char_id[cp] = -1 if i is None else i
-        is_res = np.zeros(n_tok, bool)
-        is_res[np.frombuffer(model.results, np.uint32)] = True
-        tok = np.repeat(np.arange(n_tok), lens)  # token of each char of the joined vocabulary
-        keep = (tok[:-1] == tok[1:]) & is_res[tok[:-1]]
-        c64 = cps.astype(np.uint64)
-        keys = np.sort(((c64[:-1] << 21) | c64[1:])[keep])
-        self.keys = keys[np.concatenate(([True], keys[1:] != keys[:-1]))] if len(keys) else keys
+        self.keys = keys
         if not len(self.keys):
             self.keys = np.array([1 << 63], np.uint64)  # no real bigram has this value
         # With byte fallback and all 256 byte tokens, no char is ever unk: a char without its own
@@ -70,12 +90,15 @@ class CutTable:
             bt = model._bytes_tokens()
             if None not in bt:
                 self.fallback = True
-                mk = np.frombuffer(model.keys, np.uint64)
-                is_bt = np.zeros(n_tok, bool)
-                is_bt[bt] = True
-                top = np.uint64(n_tok - 1)  # (an id past the vocabulary is no byte token)
-                if not (is_bt[np.minimum(mk >> np.uint64(32), top)].any()
-                        or is_bt[np.minimum(mk & np.uint64(0xFFFFFFFF), top)].any()):
+                merges = model.byte_tokens_merge  # from META; None in files before it was stored
+                if merges is None:
+                    mk = np.frombuffer(model.keys, np.uint64)
+                    is_bt = np.zeros(n_tok, bool)
+                    is_bt[bt] = True
+                    top = np.uint64(n_tok - 1)  # (an id past the vocabulary is no byte token)
+                    merges = (is_bt[np.minimum(mk >> np.uint64(32), top)].any()
+                              or is_bt[np.minimum(mk & np.uint64(0xFFFFFFFF), top)].any())
+                if not merges:
                     self.byte_id = np.array(bt, np.int64)
 
     def cut_regex(self):
@@ -118,6 +141,22 @@ class CutTable:
         if not self.fallback:
             cut &= (ids[:-1] >= 0) & (ids[1:] >= 0)
         return np.flatnonzero(cut) + 1, ids, cps
+
+
+def _stored(f, n_tok: int):
+    """char_tables' three arrays from the file's sections, checked: ascending, in range."""
+    ct = np.frombuffer(f.view(mtok.SECTION_CHAR_TOKENS, mtok.U64), "<u8")
+    bg = np.frombuffer(f.view(mtok.SECTION_CHAR_BIGRAMS, mtok.U64), "<u8")
+    for sid, a, top in ((mtok.SECTION_CHAR_TOKENS, ct, (0x10FFFF << 32) | 0xFFFFFFFF),
+                        (mtok.SECTION_CHAR_BIGRAMS, bg, (0x10FFFF << 21) | 0x10FFFF)):
+        if len(a) and (int(a[-1]) > top or not (a[1:] > a[:-1]).all()):
+            raise FormatError(f.path, "inconsistent file: entries out of range or not ascending",
+                              section=mtok.section_name(sid), offset=f.sections[sid][1])
+    ids = (ct & np.uint64(0xFFFFFFFF)).astype(np.int64)
+    if len(ids) and int(ids.max()) >= n_tok:
+        raise FormatError(f.path, "inconsistent file: token id outside the vocabulary",
+                          section="char_tokens", offset=f.sections[mtok.SECTION_CHAR_TOKENS][1])
+    return (ct >> np.uint64(32)).astype(np.int64), ids, bg
 
 
 def encode_long(text: str, table: CutTable, encode_many, cache: dict) -> tuple[int, ...]:

@@ -1,0 +1,75 @@
+"""The char-level BPE cut table stored at export (mtok.SECTION_CHAR_TOKENS / _BIGRAMS, and META's
+byte_tokens_first / byte_tokens_merge) must be exactly what the runtime derives without them
+(runtime/models/charcut.py), files without them must encode the same, and damaged ones are
+refused naming the section. Real files: Llama 2 and Gemma 3.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from test_hostile_files import check_error, with_meta, with_section, write
+
+import tokmap
+from tokmap import mtok
+from tokmap.runtime.models import charcut
+from tokmap.runtime.reader import MtokFile
+
+MODELS = ["llama2", "gemma3"]
+
+
+def _derived(model):
+    """What the runtime computes for a file without the stored facts."""
+    off = np.frombuffer(model.off, np.uint32).astype(np.int64)
+    cps, ids, bigrams = charcut.char_tables(np.frombuffer(model.tb, np.uint8), off,
+                                           np.frombuffer(model.sorted_ids, np.uint32),
+                                           np.frombuffer(model.results, np.uint32))
+    byte_ids = [model.lookup(f"<0x{b:02X}>".encode()) for b in range(256)]
+    mk = np.frombuffer(model.keys, np.uint64)
+    used = set((mk >> np.uint64(32)).tolist()) | set((mk & np.uint64(0xFFFFFFFF)).tolist())
+    return cps, ids, bigrams, byte_ids, bool(used & set(byte_ids))
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_stored_facts_equal_the_runtime_derivation(name, exported):
+    model = tokmap.load(exported(name)).model
+    cps, ids, bigrams, byte_ids, merges = _derived(model)
+    s_cps, s_ids, s_bigrams = charcut._stored(model._f, len(model.off) - 1)
+    order = np.argsort(cps)
+    assert len(cps) > 1000 and len(bigrams) > 1000
+    assert s_cps.tolist() == cps[order].tolist() and s_ids.tolist() == ids[order].tolist()
+    assert s_bigrams.tolist() == bigrams.tolist()
+    assert model._bytes_tokens() == byte_ids == list(range(model.byte_tokens_first, model.byte_tokens_first + 256))
+    assert model.byte_tokens_merge is merges
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_files_without_them_encode_the_same(name, exported, corpus, tmp_path):
+    path = exported(name)
+    bare = path.read_bytes()
+    for sid in (mtok.SECTION_CHAR_TOKENS, mtok.SECTION_CHAR_BIGRAMS):
+        bare = with_section(write(tmp_path, bare, "step.mtok"), sid, None)
+    bare = with_meta(write(tmp_path, bare, "step.mtok"),
+                     lambda m: [m["model"].pop(k) for k in ("byte_tokens_first", "byte_tokens_merge")] and None)
+    bare_path = write(tmp_path, bare, "bare.mtok")
+    assert not MtokFile(bare_path).has(mtok.SECTION_CHAR_BIGRAMS)
+    text = corpus("wagahai")[:30000] + corpus("en")[:30000] + "\U0010fffd\ue000 x" * 50
+    stored, derived = tokmap.load(path), tokmap.load(bare_path)
+    assert stored.encode(text) == derived.encode(text)
+    assert stored.model._table and derived.model._table  # both cut long pieces with a table
+    assert stored.model.byte_tokens_first is not None and derived.model.byte_tokens_first is None
+
+
+@pytest.mark.parametrize("sid,damage,match", [
+    (mtok.SECTION_CHAR_BIGRAMS, lambda a: a[::-1], "not ascending"),
+    (mtok.SECTION_CHAR_BIGRAMS, lambda a: np.append(a, np.uint64(0x110000 << 21)), "out of range"),
+    (mtok.SECTION_CHAR_TOKENS, lambda a: np.append(a[:-1], a[-1] | np.uint64(0xFFFFFF)), "outside the vocabulary"),
+    (mtok.SECTION_CHAR_TOKENS, lambda a: np.concatenate((a[1:2], a[:1], a[2:])), "not ascending"),
+])
+def test_damaged_tables_are_refused(exported, tmp_path, sid, damage, match):
+    path = exported("llama2")
+    table = np.frombuffer(MtokFile(path).view(sid, mtok.U64), dtype="<u8").copy()
+    bad = write(tmp_path, with_section(path, sid, damage(table).astype("<u8").tobytes(), mtok.U64))
+    with pytest.raises(tokmap.FormatError) as ei:
+        tokmap.load(bad).encode("日本語 " * 200)
+    check_error(ei.value, bad, mtok.section_name(sid), MtokFile(bad).sections[sid][1], match)
