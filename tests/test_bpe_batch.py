@@ -102,6 +102,23 @@ def test_batch_merge_equals_sequential_bpe(seed):
         assert run_batch(merger, [w], finish, min_yield=4) == [e]
 
 
+@pytest.mark.parametrize("seed", range(4))
+def test_pair_lookup_of_long_runs_equals_one_by_one(seed):
+    """codes() collapses runs of one pair before searching ("aaaa", spaces): the same codes as
+    looking each pair up on its own, for runs of present and absent pairs alike."""
+    rng = random.Random(seed)
+    table = random_table(rng, 6, 40, shared_ranks=True)
+    merger = merger_for(table)
+    pairs = list(table) + [(rng.randrange(60), rng.randrange(60)) for _ in range(20)]
+    runs = [rng.choice(pairs) for _ in range(rng.choice([3, 300]))]
+    lengths = [5000] + [rng.choice([1, 2, 50, 4000]) for _ in runs[1:]]
+    left = np.repeat([a for a, _ in runs], lengths)
+    right = np.repeat([b for _, b in runs], lengths)
+    assert len(left) > 4096 and len(runs) * 4 < len(left)  # the collapsing path is taken
+    one_by_one = np.concatenate([merger.codes(left[i:i + 1], right[i:i + 1]) for i in range(0, len(left), 97)])
+    assert merger.codes(left, right)[::97].tolist() == one_by_one.tolist()
+
+
 def test_batch_merge_on_gpt2_matches_scalar_path():
     tok = tokmap.load(_gpt2_export())
     model = tok.model

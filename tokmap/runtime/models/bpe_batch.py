@@ -146,7 +146,15 @@ class BatchMerger:
         inverse = None
         if len(q) > 4096:
             # Text repeats pairs: searching the few distinct ones, in order, beats random probes
-            # into a table of a few MB.
+            # into a table of a few MB. Runs of one pair ("aaaa", spaces) collapse first, in O(n).
+            head = np.empty(len(q), dtype=bool)
+            head[0] = True
+            np.not_equal(q[1:], q[:-1], out=head[1:])
+            n_runs = int(np.count_nonzero(head))
+            if n_runs * 4 < len(q):
+                run = np.cumsum(head) - 1
+                heads = q[head]
+                return self.codes(heads >> np.uint64(32), heads & np.uint64(0xFFFFFFFF))[run]
             q, inverse = np.unique(q, return_inverse=True)
         idx = np.searchsorted(self.keys, q)
         np.minimum(idx, self.m - 1, out=idx)
