@@ -70,6 +70,34 @@ def test_only_entries_whose_bytes_match_count():
     assert whole_tokens(table[:0], tb, off, raw, lengths).tolist() == [-1] * 5
 
 
+def test_hash_filter_only_skips_words_that_are_no_token(tmp_path):
+    """The prefix filter (built once a batch is large) answers like the plain search, on gpt2's
+    table, for its own tokens and for words that are none; and it is built only for large batches."""
+    from tokmap.runtime.models.bpe import FILTER_WORDS
+    from tokmap.runtime.models.bpe_batch import hash_filter
+
+    out = tmp_path / "gpt2.mtok"
+    tokmap.export(_data("models/tiktoken/gpt2.tiktoken"), out)
+    tok = tokmap.load(out)
+    model = tok.model
+    tok.encode(" ".join(f"w{k}" for k in range(300)))  # a small first batch: no filter
+    assert model._batch is not None and model._present is None
+    table, tb, off = model._piece_hash
+    rng = random.Random(3)
+    words = [model.token_bytes(rng.randrange(256, 50000)) for _ in range(3000)]
+    words += [bytes(rng.randrange(256) for _ in range(rng.randint(1, 9))) for _ in range(3000)]
+    raw, lengths = _words(words)
+    plain = whole_tokens(table, tb, off, raw, lengths)
+    assert (plain >= 0).sum() > 2500 and (plain < 0).sum() > 2500
+    assert whole_tokens(table, tb, off, raw, lengths, present=hash_filter(table)).tolist() == plain.tolist()
+    # distinct new pieces (gpt2 splits letters from digits): one large batch
+    words = list(dict.fromkeys(" " + "".join(rng.choice("abcdefghijklmnop") for _ in range(7))
+                               for _ in range(FILTER_WORDS + 100)))
+    one_by_one = tokmap.load(out)  # each piece alone: the scalar path, no filter
+    assert tok.encode("".join(words)) == [i for w in words for i in one_by_one.encode(w)]
+    assert model._present is not None and one_by_one.model._present is None
+
+
 def test_ids_past_the_vocabulary_are_refused():
     tb, off = _vocab_arrays([b"a", b"b", b"ab"])
     raw, lengths = _words([b"ab"])

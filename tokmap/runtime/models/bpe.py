@@ -28,6 +28,7 @@ BATCH_WORD = 256  # bytes; longer pieces are batch-merged one by one while round
 PAIR_TABLE_BYTES = 1 << 17  # batch bytes above which the 64K byte-pair table (~8 ms) pays for itself
 SLOW_ROUND = 32  # ... that is, while a round merges at least 1/32 of a long piece's symbols
 CHUNK_PIECE = 4096  # bytes; a piece this long (and longer than any token) is merged in chunks
+FILTER_WORDS = 4096  # words in one batch from which the hash filter (~2 ms to build) pays for itself
 CACHE_PIECE = 256  # chars; longer pieces are not remembered
 CACHE_MAX = 1 << 19  # pieces; the cache is emptied when it grows past this
 
@@ -61,7 +62,7 @@ class BPE(VocabFile):
         self._piece_hash = None  # (piece_hash table, token bytes, offsets) as numpy, once batching starts
         self._unreached_h = None  # piece hashes of the unreached tokens, with _whole
         self._atomic = None  # the atomic_chars section as numpy, once batching starts
-        self._present = None  # bpe_batch.hash_filter of the piece_hash table
+        self._present = None  # bpe_batch.hash_filter of the piece_hash table, once a batch is large
         self._tok_len = None  # byte length of every token (numpy), for bpe_chunks.glue ...
         self._longest = None  # ... and the longest
 
@@ -287,8 +288,10 @@ class BPE(VocabFile):
         return self._longest
 
     def _whole_tokens(self, raw, lengths):
-        from .bpe_batch import whole_tokens
+        from .bpe_batch import hash_filter, whole_tokens
 
+        if self._present is None and len(lengths) >= FILTER_WORDS:
+            self._present = hash_filter(self._piece_hash[0])
         try:
             return whole_tokens(*self._piece_hash, raw, lengths, with_hashes=True, present=self._present)
         except ValueError as e:
@@ -311,11 +314,8 @@ class BPE(VocabFile):
                 raise FormatError(f.path, "inconsistent file: token id outside the vocabulary",
                                   section="atomic_chars", offset=f.sections[mtok.SECTION_ATOMIC_CHARS][1])
         if f.has(mtok.SECTION_PIECE_HASH):  # optional: older files merge every piece
-            from .bpe_batch import hash_filter
-
             self._piece_hash = (np.frombuffer(f.view(mtok.SECTION_PIECE_HASH, mtok.U64), dtype="<u8"),
                            np.frombuffer(self.tb, dtype=np.uint8), np.frombuffer(self.off, dtype="<u4"))
-            self._present = hash_filter(self._piece_hash[0])
         if self.ignore_merges:
             if f.has(mtok.SECTION_UNREACHED):
                 ids = f.view(mtok.SECTION_UNREACHED, mtok.U32)
