@@ -132,6 +132,23 @@ def test_batch_merge_on_gpt2_matches_scalar_path():
     assert batch == [tuple(model._merge(model._symbols(p.encode("utf-8")))) for p in pieces]
 
 
+def test_byte_pair_codes_fill_as_pairs_occur():
+    """The first round's 64K table is filled by the pairs each call brings, and then answers like
+    searching every pair: ASCII pairs first, then all bytes."""
+    model = tokmap.load(_gpt2_export()).model
+    model._start_batch()
+    merger, byte_ids = model._batch, model._byte_ids_np
+    rng = np.random.default_rng(5)
+    filled = []
+    ascii_pairs = (np.arange(128)[:, None] << 8 | np.arange(128)).ravel()
+    for pairs in (rng.permutation(np.tile(ascii_pairs, 2)), rng.choice(ascii_pairs, 30000),
+                  (rng.integers(0, 256, 30000) << 8) | rng.integers(0, 256, 30000)):
+        got = merger.byte_pair_codes(pairs, byte_ids)
+        assert got.tolist() == merger.codes(byte_ids[pairs >> 8], byte_ids[pairs & 0xFF]).tolist()
+        filled.append(int((merger._byte_pairs >= 0).sum()))
+    assert filled[0] == filled[1] == 16384 < filled[2] < 65536, filled
+
+
 _EXPORTS: dict[str, str] = {}
 
 

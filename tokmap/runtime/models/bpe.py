@@ -25,7 +25,6 @@ LONG_PIECE = 128  # symbols; above this the heap merge wins over rescanning the 
 BATCH_BYTES = 512  # misses in one call above this many chars go to the numpy batch merge (~0.7 ms fixed, ~10 us a word scalar) ...
 BATCH_BYTES_IMPORT = 1 << 14  # ... or above this many while numpy is not imported yet (~110 ms)
 BATCH_WORD = 256  # bytes; longer pieces are batch-merged one by one while rounds merge in bulk
-PAIR_TABLE_BYTES = 1 << 17  # batch bytes above which the 64K byte-pair table (~8 ms) pays for itself
 SLOW_ROUND = 32  # ... that is, while a round merges at least 1/32 of a long piece's symbols
 CHUNK_PIECE = 4096  # bytes; a piece this long (and longer than any token) is merged in chunks
 FILTER_WORDS = 4096  # words in one batch from which the hash filter (~2 ms to build) pays for itself
@@ -203,9 +202,7 @@ class BPE(VocabFile):
                 from .bpe_batch import premerge_chars
 
                 sym, mlen, mraw, single = premerge_chars(sym, mraw, mlen, self._atomic)
-            if len(mraw) > PAIR_TABLE_BYTES:
-                self._batch.byte_pair_table(self._byte_ids_np)
-            mfinal, mcounts = self._batch.merge(sym, mlen, self._merge, min_yield, mraw, single)
+            mfinal, mcounts = self._batch.merge(sym, mlen, self._merge, min_yield, mraw, single, self._byte_ids_np)
             counts[miss] = mcounts
         ends = np.cumsum(counts)
         starts = ends - counts
@@ -269,9 +266,7 @@ class BPE(VocabFile):
             from .bpe_batch import premerge_chars
 
             sym, mlen, craw, single = premerge_chars(sym, craw, lengths, self._atomic)
-        if len(craw) > PAIR_TABLE_BYTES:
-            self._batch.byte_pair_table(self._byte_ids_np)
-        ids, counts = self._batch.merge(sym, mlen, self._merge, 0, craw, single)
+        ids, counts = self._batch.merge(sym, mlen, self._merge, 0, craw, single, self._byte_ids_np)
         return ids.astype(np.int64), counts
 
     def _token_lengths(self):

@@ -163,16 +163,25 @@ class BatchMerger:
         out = np.where(self.keys[idx] == q, self._code[idx], INF)
         return out if inverse is None else out[inverse]
 
-    def byte_pair_table(self, byte_ids: np.ndarray) -> np.ndarray:
-        """The code of every pair of single-byte symbols, indexed by b0 << 8 | b1: the first round
-        of byte-level BPE is then a gather, not a search per pair."""
+    def byte_pair_codes(self, pair16: np.ndarray, byte_ids: np.ndarray) -> np.ndarray:
+        """The codes of pairs of single-byte symbols, each given as b0 << 8 | b1: the first round of
+        byte-level BPE. A 64K table per tokenizer is filled as pairs first occur (the few distinct
+        ones found without sorting, then searched), so each call is a gather, O(n)."""
         if self._byte_pairs is None:
-            c = np.arange(65536)
-            self._byte_pairs = self.codes(byte_ids[c >> 8], byte_ids[c & 0xFF])
-        return self._byte_pairs
+            self._byte_pairs = np.full(65536, -1, dtype=np.int64)  # -1: not looked up yet
+        got = self._byte_pairs[pair16]
+        new = got < 0
+        if new.any():
+            seen = np.zeros(65536, dtype=bool)
+            seen[pair16[new]] = True
+            d = np.flatnonzero(seen)
+            self._byte_pairs[d] = self.codes(byte_ids[d >> 8], byte_ids[d & 0xFF])
+            got = self._byte_pairs[pair16]
+        return got
 
     def merge(self, sym: np.ndarray, lengths: np.ndarray, finish=None, min_yield: int = 0,
-              raw: np.ndarray | None = None, single: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+              raw: np.ndarray | None = None, single: np.ndarray | None = None,
+              byte_ids: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
         """Merge every word; sym holds the words' initial symbols back to back (int64), lengths
         their lengths (all >= 1). Returns (final symbols in word order, final length per word).
 
@@ -182,7 +191,7 @@ class BatchMerger:
         a round merges fewer than 1/min_yield of the live symbols: for a few long words (a 10^6-char
         piece) the rounds only pay while they merge in bulk ("aaaa", runs of spaces); the rest is
         the caller's heap merge, O(n log n). raw: the words' bytes (uint8, sym = byte_ids[raw]),
-        when the symbols are single bytes; their pairs then come from byte_pair_table. With
+        when the symbols are single bytes; with byte_ids, their pairs come from byte_pair_codes. With
         single (bool per symbol), only the symbols marked are bytes, raw[i] their value (premerged
         characters are not), and only pairs of two of them come from the table."""
         n_words = len(lengths)
@@ -191,13 +200,13 @@ class BatchMerger:
         code = np.full(len(sym), INF, dtype=np.int64)  # of the pair (i, i + 1); INF at a word's end
         if len(sym) > 1:
             same = wid[1:] == wid[:-1]
-            if raw is not None and self._byte_pairs is not None:
+            if raw is not None and byte_ids is not None:
                 if single is not None:  # pairs of two byte symbols from the table, the rest searched
                     both = same & single[:-1] & single[1:]
                     other = same & ~both
                     code[:-1][other] = self.codes(sym[:-1][other], sym[1:][other])
                     same = both
-                code[:-1][same] = self._byte_pairs[(raw[:-1].astype(np.int32) << 8) | raw[1:]][same]
+                code[:-1][same] = self.byte_pair_codes(((raw[:-1].astype(np.int32) << 8) | raw[1:])[same], byte_ids)
             else:
                 code[:-1][same] = self.codes(sym[:-1][same], sym[1:][same])
         done_sym, done_wid = [], []
