@@ -112,7 +112,8 @@ class BPE(VocabFile):
         return list(chain.from_iterable(hits))
 
     def _fill_misses(self, pieces, hits):
-        """Each piece's ids: hits[k] where not None (hits None: all are misses), else encoded here."""
+        """Each piece's ids, as an iterator (chained straight into the caller's list): hits[k]
+        where not None (hits None: all are misses), else encoded here."""
         if hits is None:
             misses = list(dict.fromkeys(pieces))
         else:
@@ -134,8 +135,8 @@ class BPE(VocabFile):
                     if len(p) <= CACHE_PIECE:
                         cache[p] = ids
         if hits is None:
-            return list(map(got.__getitem__, pieces))
-        return list(map(got.get, pieces, hits))  # a miss's ids, else the hit itself
+            return map(got.__getitem__, pieces)
+        return map(got.get, pieces, hits)  # a miss's ids, else the hit itself
 
     def _encode_many(self, texts: list[str]) -> list[tuple[int, ...]]:
         """encode_piece over many distinct uncached pieces: one numpy batch merge for the short ones."""
@@ -216,12 +217,15 @@ class BPE(VocabFile):
             flat[starts[hit]] = found[hit]
             mstarts = np.cumsum(mcounts) - mcounts
             flat[np.repeat(starts[miss] - mstarts, mcounts) + np.arange(len(mfinal))] = mfinal
-        ids = flat.tolist()
-        out = list(map(tuple, map(ids.__getitem__, map(slice, starts.tolist(), ends.tolist()))))
+        out = list(zip(flat[starts].tolist()))  # one-token words (most): 1-tuples made in C
+        multi = np.flatnonzero(counts > 1)
+        if len(multi):
+            ids = flat.tolist()
+            for k, a, b in zip(multi.tolist(), starts[multi].tolist(), ends[multi].tolist()):
+                out[k] = tuple(ids[a:b])
         if self._unreached is not None:
             # A piece that is itself a token is that token (ignore_merges / tiktoken), even where
             # merging would not reach it: check the merged words that could be such a token.
-            multi = np.flatnonzero(counts > 1)
             if hashes is not None and self._unreached_h is not None:
                 uh, h = self._unreached_h, hashes[multi]  # np.isin would import numpy.ma (~6 ms)
                 multi = multi[uh[np.minimum(np.searchsorted(uh, h), len(uh) - 1)] == h] if len(uh) else multi[:0]
