@@ -217,12 +217,16 @@ class BPE(VocabFile):
             flat[starts[hit]] = found[hit]
             mstarts = np.cumsum(mcounts) - mcounts
             flat[np.repeat(starts[miss] - mstarts, mcounts) + np.arange(len(mfinal))] = mfinal
-        out = list(zip(flat[starts].tolist()))  # one-token words (most): 1-tuples made in C
         multi = np.flatnonzero(counts > 1)
-        if len(multi):
+        if len(multi) * 3 > n:  # words of several tokens are common (CJK): every word sliced, in C
             ids = flat.tolist()
-            for k, a, b in zip(multi.tolist(), starts[multi].tolist(), ends[multi].tolist()):
-                out[k] = tuple(ids[a:b])
+            out = list(map(tuple, map(ids.__getitem__, map(slice, starts.tolist(), ends.tolist()))))
+        else:  # one-token words are most (prose): 1-tuples made in C, the rest sliced
+            out = list(zip(flat[starts].tolist()))
+            if len(multi):
+                ids = flat.tolist()
+                for k, a, b in zip(multi.tolist(), starts[multi].tolist(), ends[multi].tolist()):
+                    out[k] = tuple(ids[a:b])
         if self._unreached is not None:
             # A piece that is itself a token is that token (ignore_merges / tiktoken), even where
             # merging would not reach it: check the merged words that could be such a token.
