@@ -41,6 +41,12 @@ def test_stored_facts_equal_the_runtime_derivation(name, exported):
     assert s_bigrams.tolist() == bigrams.tolist()
     assert model._bytes_tokens() == byte_ids == list(range(model.byte_tokens_first, model.byte_tokens_first + 256))
     assert model.byte_tokens_merge is merges
+    # the batch merge's non-monotone bitmap is stored for char-level BPE too
+    from tokmap.runtime.models.bpe_batch import nonmono_bitmap
+
+    stored = bytes(model._f.view(mtok.SECTION_MERGE_NONMONO, mtok.U8))
+    assert stored == nonmono_bitmap(np.frombuffer(model.keys, "<u8"), np.frombuffer(model.ranks, "<u4"),
+                                    np.frombuffer(model.results, "<u4"))
 
 
 @pytest.mark.parametrize("name", MODELS)

@@ -73,7 +73,8 @@ SECTION_ADDED_TOKENS = 8  # JSON list of added tokens (parsed on first use, not 
 SECTION_CHAT_TEMPLATE = 9  # UTF-8 text
 SECTION_BYTE_IDS = 10  # u32[256]: id of the single-byte symbol for each byte (NO_ID if none)
 # Byte-level BPE speed-ups, derived from the sections above at export (optional: the runtime
-# computes them itself when absent, at a cost on the first long encode).
+# computes them itself when absent, at a cost on the first long encode). MERGE_NONMONO also
+# serves character-level BPE.
 SECTION_MERGE_NONMONO = 16  # u8 bitmap, bit k (LSB first) of merge k in key order: some merge
 #                             using its result as an operand ranks lower (see bpe_batch.py)
 SECTION_UNREACHED = 17  # u32[]: ascending ids of tokens whose own bytes do not merge to them
