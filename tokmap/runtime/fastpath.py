@@ -101,6 +101,9 @@ def _run(pipe, stretch_words, enc):
                 elif words:
                     ids.extend(chain.from_iterable(islice(parts, len(words))))
             return ids
+        if len(spans) == 1 and spans[0][0] is None and text:  # one stretch: its ids as they come
+            got = enc(stretch_words(text))
+            return got if type(got) is list else list(got)  # (a list is the model's fresh one)
         for tok, s, e in spans:
             if tok is not None:
                 ids.append(tok.id)

@@ -252,11 +252,12 @@ class BPE(VocabFile):
     def _merge_chunked(self, raw) -> list[tuple[int, ...]] | None:
         """[ids] of one long piece merged as overlapping chunks in one batch (bpe_chunks.py), or
         None when the chunks cannot be glued or a byte has no token (the caller's merge then)."""
-        from .bpe_chunks import merge_piece, worth_chunking
+        from .bpe_chunks import char_starts, merge_piece, worth_chunking
 
         if not worth_chunking(raw):
             return None
-        got = merge_piece(raw, lambda starts, ends: self._merge_ranges(raw, starts, ends), self._token_lengths())
+        got = merge_piece(len(raw), char_starts(raw), lambda starts, ends: self._merge_ranges(raw, starts, ends),
+                          self._token_lengths())
         return None if got is None else [tuple(got.tolist())]
 
     def _merge_ranges(self, raw, starts, ends):

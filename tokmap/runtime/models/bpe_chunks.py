@@ -18,26 +18,26 @@ some pair shares no token, the two are merged again as one chunk; after RETRIES 
 (periodic text can keep chunks out of phase for long) None is returned and the caller merges the
 piece as before: the result is exact either way, only the speed differs.
 
-Chunks start and end on UTF-8 character starts, so whole characters can be premerged
-(bpe_batch.premerge_chars) in a chunk as in any word.
+Byte-level chunks start and end on UTF-8 character starts, so whole characters can be premerged
+(bpe_batch.premerge_chars) in a chunk as in any word. Character-level BPE (charbpe.py) chunks its
+symbols, one per char, the same way; there a token's length is counted in chars.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-STRIDE = 32  # bytes between chunk starts: a round costs O(all chunks), rounds ~ a chunk's merges
-OVERLAP = 8  # bytes a chunk reaches into the next; BPE agrees again within a few tokens
+STRIDE = 32  # symbols between chunk starts: a round costs O(all chunks), rounds ~ a chunk's merges
+OVERLAP = 8  # symbols a chunk reaches into the next; BPE agrees again within a few tokens
 RETRIES = 4  # rounds of joining chunks that share no token before giving up (periodic text)
 
 
-def chunk_bounds(raw: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(starts, ends) of the chunks of raw (the piece's UTF-8 bytes): chunk k from the first char
-    start at or after k * STRIDE to the one at or after (k + 1) * STRIDE + OVERLAP, the last to n.
+def chunk_bounds(n: int, lead: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+    """(starts, ends) of the chunks of a piece of n symbols: chunk k from the first allowed start
+    at or after k * STRIDE to the one at or after (k + 1) * STRIDE + OVERLAP, the last to n.
+    lead: the ascending positions where a chunk may start (UTF-8 char starts), None for any.
     (Starts on multiples of STRIDE keep text with a period dividing it in phase: "abab...".)"""
-    n = len(raw)
-    lead = np.flatnonzero((raw & 0xC0) != 0x80)
-    lead = np.append(lead, n)  # (n: "the end" for a target past the last char start)
+    lead = np.arange(n + 1) if lead is None else np.append(lead, n)  # (n: "the end")
     k = np.arange((n + STRIDE - 1) // STRIDE, dtype=np.int64)
     starts = lead[np.searchsorted(lead, k * STRIDE)]
     ends = lead[np.searchsorted(lead, np.minimum((k + 1) * STRIDE + OVERLAP, n))]
@@ -46,17 +46,24 @@ def chunk_bounds(raw: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return starts[keep], ends[keep]
 
 
-def worth_chunking(raw: np.ndarray) -> bool:
-    """Not for runs ("aaaa", spaces): their batch rounds merge half the symbols at once, while
-    chunks of a run can stay out of phase with the whole and fail to glue."""
-    return np.count_nonzero(raw[1:] != raw[:-1]) * 2 > len(raw)
+def char_starts(raw: np.ndarray) -> np.ndarray:
+    """Positions in UTF-8 bytes where a character starts."""
+    return np.flatnonzero((raw & 0xC0) != 0x80)
 
 
-def merge_piece(raw: np.ndarray, merge_chunks, tok_len: np.ndarray) -> np.ndarray | None:
-    """BPE ids of one long piece (raw: its UTF-8 bytes), or None. merge_chunks(starts, ends) merges
-    the byte ranges as the words of one batch: (ids back to back, count per range), or None.
-    Neighbours that share no token are merged again as one chunk, up to RETRIES times."""
-    starts, ends = chunk_bounds(raw)
+def worth_chunking(sym: np.ndarray) -> bool:
+    """Not for runs ("aaaa", spaces; sym: the piece's bytes or symbols): their batch rounds merge
+    half the symbols at once, while chunks of a run can stay out of phase and fail to glue."""
+    return np.count_nonzero(sym[1:] != sym[:-1]) * 2 > len(sym)
+
+
+def merge_piece(n: int, lead: np.ndarray | None, merge_chunks, tok_len: np.ndarray) -> np.ndarray | None:
+    """BPE ids of one long piece of n symbols (bytes, or chars for char-level BPE), or None.
+    lead: where chunks may start (chunk_bounds). merge_chunks(starts, ends) merges the symbol
+    ranges as the words of one batch: (ids back to back, count per range), or None. tok_len:
+    every token's length in symbols. Neighbours that share no token are merged again as one
+    chunk, up to RETRIES times."""
+    starts, ends = chunk_bounds(n, lead)
     got = merge_chunks(starts, ends)
     for _ in range(RETRIES):
         if got is None:

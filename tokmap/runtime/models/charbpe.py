@@ -21,6 +21,7 @@ from operator import is_, is_not, itemgetter
 from .bpe import BPE, batch_pays
 
 LONG_TEXT = 256  # chars; from here a piece is cut by the numpy bigram table (models/charcut.py)
+CHUNK_CHARS = 512  # chars; a sub-piece this long is merged as glued chunks (models/bpe_chunks.py)
 
 
 class CharBPE(BPE):
@@ -49,6 +50,7 @@ class CharBPE(BPE):
         self.char_cache: dict[str, tuple | None] = {}
         self._char_tok: dict[str, int] = {}  # chars that are tokens of their own (the batch's start)
         self.sub_cache: dict[str, tuple[int, ...]] = {}
+        self._char_len = None  # every token's length in chars, for bpe_chunks (False: unusable)
 
     # -- initial symbols ---------------------------------------------------------------------
     def _bytes_tokens(self):
@@ -286,6 +288,9 @@ class CharBPE(BPE):
         if len(which):
             if self._batch is None:
                 self._start_batch()
+            if int(lengths.max()) >= CHUNK_CHARS:  # long words: overlapping chunks (bpe_chunks.py)
+                sym, lengths, which = self._chunked(sym, lengths, list(which), out)
+        if len(which):
             final, counts = self._batch.merge(sym, lengths, self._merge)
             flat, ends = final.tolist(), np.cumsum(counts).tolist()
             for k, a, b in zip(which, [0] + ends[:-1], ends):
@@ -297,6 +302,53 @@ class CharBPE(BPE):
             elif len(t) <= 160:
                 cache[t] = out[k]
         return out
+
+    def _chunked(self, sym, lengths, which, out):
+        """Merge each word of CHUNK_CHARS or more (symbols: one own-token id per char) as glued
+        chunks into out[which[j]]; return (sym, lengths, which) of the words left for the batch."""
+        import numpy as np
+
+        from .bpe_chunks import merge_piece, worth_chunking
+
+        tok_len = self._char_lengths()
+        if tok_len is None:
+            return sym, lengths, which
+        first = np.cumsum(lengths) - lengths
+        keep = np.ones(len(lengths), bool)
+        for j in np.flatnonzero(lengths >= CHUNK_CHARS).tolist():
+            piece = sym[first[j]:first[j] + lengths[j]]
+            if not worth_chunking(piece):
+                continue
+            got = merge_piece(len(piece), None, lambda starts, ends: self._merge_ranges(piece, starts, ends), tok_len)
+            if got is not None:
+                out[which[j]] = tuple(got.tolist())
+                keep[j] = False
+        if keep.all():
+            return sym, lengths, which
+        return sym[np.repeat(keep, lengths)], lengths[keep], list(compress(which, keep.tolist()))
+
+    def _merge_ranges(self, sym, starts, ends):
+        """(ids back to back, count per range) of merging each sym[starts[k]:ends[k]] as a word."""
+        import numpy as np
+
+        lengths = ends - starts
+        idx = np.repeat(starts - (np.cumsum(lengths) - lengths), lengths) + np.arange(int(lengths.sum()))
+        final, counts = self._batch.merge(sym[idx], lengths, self._merge)
+        return final.astype(np.int64), counts
+
+    def _char_lengths(self):
+        """Every token's length in chars (numpy), or None when a token boundary splits a char."""
+        if self._char_len is None:
+            import numpy as np
+
+            tb = np.frombuffer(self.tb, np.uint8)
+            off = np.frombuffer(self.off, np.uint32).astype(np.int64)
+            lead = (tb & 0xC0) != 0x80
+            if not lead[off[off < len(tb)]].all():
+                self._char_len = False
+            else:
+                self._char_len = np.diff(np.concatenate(([0], np.cumsum(lead)))[off])
+        return self._char_len if self._char_len is not False else None
 
     def piece_offsets(self, text: str, toks) -> list[tuple[int, int]]:
         if not toks:

@@ -80,6 +80,7 @@ class CutTable:
         self.keys = keys
         if not len(self.keys):
             self.keys = np.array([1 << 63], np.uint64)  # no real bigram has this value
+        self._left = self._right = None  # which chars start / end some bigram, on first use
         # With byte fallback and all 256 byte tokens, no char is ever unk: a char without its own
         # token starts as its <0xHH> tokens, whose strings begin with "<" and end with ">", so the
         # bigram test uses those two chars for it. If no merge involves a byte token, such a char
@@ -120,27 +121,34 @@ class CutTable:
         """(cut positions, per-char ids) of a long piece: cuts are code-point indices, increasing."""
         cps = np.frombuffer(text.encode("utf-32-le", "surrogatepass"), np.uint32)
         ids = self.char_id[cps]
-        c64 = cps.astype(np.uint64)
         unknown = ids < 0
         if self.byte_id is not None:
             # Byte tokens never merge: every cut next to a fallback char is safe.
-            k = (c64[:-1] << np.uint64(21)) | c64[1:]
-            j = np.searchsorted(self.keys, k)
-            j[j == len(self.keys)] = 0
-            cut = (self.keys[j] != k) | unknown[:-1] | unknown[1:]
+            cut = ~self._bigram(cps[:-1], cps[1:]) | unknown[:-1] | unknown[1:]
             return np.flatnonzero(cut) + 1, ids, cps
         if self.fallback:
-            last = np.where(unknown, np.uint64(ord(">")), c64)
-            first = np.where(unknown, np.uint64(ord("<")), c64)
-            k = (last[:-1] << np.uint64(21)) | first[1:]
+            last = np.where(unknown, np.uint32(ord(">")), cps)
+            first = np.where(unknown, np.uint32(ord("<")), cps)
+            cut = ~self._bigram(last[:-1], first[1:])
         else:
-            k = (c64[:-1] << np.uint64(21)) | c64[1:]
-        j = np.searchsorted(self.keys, k)
-        j[j == len(self.keys)] = 0
-        cut = self.keys[j] != k
-        if not self.fallback:
-            cut &= (ids[:-1] >= 0) & (ids[1:] >= 0)
+            cut = ~self._bigram(cps[:-1], cps[1:]) & (ids[:-1] >= 0) & (ids[1:] >= 0)
         return np.flatnonzero(cut) + 1, ids, cps
+
+    def _bigram(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        """Whether each "ab" is inside some merge result: searched only where a is some bigram's
+        first char and b some bigram's second (in Japanese text under Llama 2, few pairs are)."""
+        if self._left is None:
+            self._left = np.zeros(0x200000, bool)
+            self._left[(self.keys >> np.uint64(21)).astype(np.int64) & 0x1FFFFF] = True
+            self._right = np.zeros(0x200000, bool)
+            self._right[(self.keys & np.uint64(0x1FFFFF)).astype(np.int64)] = True
+        q = np.flatnonzero(self._left[a] & self._right[b])
+        found = np.zeros(len(a), bool)
+        if len(q):
+            k = (a[q].astype(np.uint64) << np.uint64(21)) | b[q].astype(np.uint64)
+            j = np.minimum(np.searchsorted(self.keys, k), len(self.keys) - 1)
+            found[q] = self.keys[j] == k
+        return found
 
 
 def _stored(f, n_tok: int):
@@ -159,7 +167,7 @@ def _stored(f, n_tok: int):
     return (ct >> np.uint64(32)).astype(np.int64), ids, bg
 
 
-def encode_long(text: str, table: CutTable, encode_many, cache: dict) -> tuple[int, ...]:
+def encode_long(text: str, table: CutTable, encode_many, cache: dict) -> list[int]:
     """Ids of a long piece: one-char parts straight from the table, the others from the model's
     sub-piece cache or encode_many(distinct missing parts)."""
     cuts, ids, cps = table.split(text)
@@ -200,4 +208,4 @@ def encode_long(text: str, table: CutTable, encode_many, cache: dict) -> tuple[i
         flat = np.fromiter(chain.from_iterable(parts), np.int64, int(plens.sum()))
         first = np.concatenate(([0], np.cumsum(plens)[:-1]))
         out[np.repeat(pos[multi] - first, plens) + np.arange(len(flat))] = flat
-    return tuple(out.tolist())
+    return out.tolist()  # (a list, not a tuple: long pieces are not cached, and the copy costs ~10%)
