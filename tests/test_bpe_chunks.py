@@ -110,3 +110,20 @@ def test_runs_keep_the_bulk_rounds(exported, spy):
     tok.encode(" " * 20000)
     assert spy["glued"] == spy["gave_up"] == 0  # worth_chunking said no: no chunk was merged
     assert bpe_chunks.worth_chunking(np.frombuffer(b"ab" * 100, dtype=np.uint8))
+
+
+@pytest.mark.parametrize("name", ["gemma3", "llama2"])
+def test_char_level_long_subpieces(name, testdata, exported, corpus, spy, monkeypatch):
+    """Character-level BPE: sub-pieces from CHUNK_CHARS chars are merged as glued chunks of
+    chars (here from 64, so that Japanese prose and unbroken letters reach it)."""
+    from tokmap.runtime.models import charbpe
+
+    monkeypatch.setattr(charbpe, "CHUNK_CHARS", 64)
+    ref = Ref(name, model_source(testdata, name))
+    encode_ref = ref.cases()[1][1]  # without special tokens
+    rng = random.Random(f"char-chunks-{name}")
+    texts = [corpus("wagahai")[:20000], "".join(rng.choice("etaoinshrdlu") for _ in range(6000)),
+             "".join(rng.choice("のはにをがでとも日本語") for _ in range(6000))]
+    for text in texts:
+        assert tokmap.load(exported(name)).encode(text, add_special_tokens=False) == encode_ref(text)
+    assert spy["glued"] >= 1, spy
