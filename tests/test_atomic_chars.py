@@ -77,18 +77,22 @@ def _byte_level_input(doc: dict) -> dict:
     return doc
 
 
-@pytest.mark.parametrize("seed", range(10))
-def test_premerged_characters_encode_like_tokenizers(tmp_path, seed):
+def export_toy(tmp_path, rng: random.Random, n_tokens: int):
+    """(path of the exported toy .mtok, tokenizers' Tokenizer of the same tokenizer.json)."""
     tokenizers = pytest.importorskip("tokenizers")
-    rng = random.Random(f"atomic-{seed}")
-    doc, vocab = _toy(rng, 120)
-    doc = _byte_level_input(doc)
+    doc = _byte_level_input(_toy(rng, n_tokens)[0])
     src = tmp_path / "tokenizer.json"
     src.write_text(json.dumps(doc), encoding="utf-8")
     out = tmp_path / "toy.mtok"
     tokmap.export(src, out)
+    return out, tokenizers.Tokenizer.from_str(json.dumps(doc))
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_premerged_characters_encode_like_tokenizers(tmp_path, seed):
+    rng = random.Random(f"atomic-{seed}")
+    out, ref = export_toy(tmp_path, rng, 120)
     table = np.frombuffer(MtokFile(out).view(mtok.SECTION_ATOMIC_CHARS, mtok.U64), dtype="<u8")
-    ref = tokenizers.Tokenizer.from_str(json.dumps(doc))
     words = ["".join(rng.choice(CHARS[:2] + CHARS[3:]) for _ in range(rng.randint(1, 14))) for _ in range(2500)]
     text = " ".join(words)
     tok = tokmap.load(out)

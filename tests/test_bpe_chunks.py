@@ -8,13 +8,12 @@ change that quietly sends every piece to the old merge fails here.
 
 from __future__ import annotations
 
-import json
 import random
 
 import numpy as np
 import pytest
 from conftest import model_source
-from test_atomic_chars import CHARS, _byte_level_input, _toy
+from test_atomic_chars import CHARS, export_toy
 from test_conformance import Ref
 
 import tokmap
@@ -72,18 +71,11 @@ def test_long_pieces_equal_the_reference(name, testdata, exported, spy):
 @pytest.mark.parametrize("seed", range(8))
 @pytest.mark.parametrize("stride,overlap", [(32, 8), (6, 2), (3, 1)])
 def test_toy_vocabularies_with_tiny_chunks(tmp_path, monkeypatch, spy, seed, stride, overlap):
-    tokenizers = pytest.importorskip("tokenizers")
     monkeypatch.setattr(bpe_chunks, "STRIDE", stride)
     monkeypatch.setattr(bpe_chunks, "OVERLAP", overlap)
     monkeypatch.setattr(bpe, "CHUNK_PIECE", 64)
     rng = random.Random(f"chunk-toy-{seed}")
-    doc, _vocab = _toy(rng, 150)
-    doc = _byte_level_input(doc)
-    src = tmp_path / "tokenizer.json"
-    src.write_text(json.dumps(doc), encoding="utf-8")
-    out = tmp_path / "toy.mtok"
-    tokmap.export(src, out)
-    ref = tokenizers.Tokenizer.from_str(json.dumps(doc))
+    out, ref = export_toy(tmp_path, rng, 150)
     pool = [c for c in CHARS if c != " "]
     for n in (700, 3000):
         word = "".join(rng.choice(pool) for _ in range(n))  # one piece: the split cuts at spaces only
