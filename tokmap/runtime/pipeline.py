@@ -36,6 +36,7 @@ class Pipeline:
         self.pre = pretokenizers.build(f, meta["pre_tokenizer"])
         self.normalizers = normalizers.build(f, meta["normalizer"])
         self.post = meta["post_processor"]
+        self._around = postprocess.specials_around(self.post)  # encode_ids' specials, worked out once
         self._decoder = None  # built on the first decode: an encode-only process never imports decoders
         self.added = added_tokens
         self.added_by_id = {a.id: a for a in added_tokens}
@@ -161,7 +162,15 @@ class Pipeline:
             ids = self._fast_sequence(text)
         else:
             ids, _ = self.encode_sequence(text, False)
-        return postprocess.add_specials_ids(self.post, ids, add_special_tokens)
+        around = self._around
+        if not add_special_tokens or around is None:  # (None: a template with the sequence twice)
+            return postprocess.add_specials_ids(self.post, ids, add_special_tokens)
+        before, after = around
+        if before:  # ids is this call's own list: the specials go in place
+            ids[:0] = before
+        if after:
+            ids.extend(after)
+        return ids
 
     # -- the fast path: one split regex over the whole text, the model over the list of pieces ---
     def split_fast(self, text: str) -> list[str]:

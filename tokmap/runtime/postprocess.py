@@ -21,16 +21,23 @@ def added_count(post, is_pair: bool) -> int:
                if "special" in p)
 
 
+def specials_around(post) -> tuple[list[int], list[int]] | None:
+    """(ids before, ids after) the sequence in the template for one sequence, when it holds the
+    sequence exactly once (the usual case; worked out once per pipeline), else None."""
+    t = _template(post)
+    if t is None:
+        return [], []
+    seq = [k for k, p in enumerate(t["single"]) if "special" not in p]
+    if len(seq) != 1:
+        return None
+    ids_of = [t["special_tokens"][p["special"]]["ids"] if "special" in p else [] for p in t["single"]]
+    return [i for x in ids_of[:seq[0]] for i in x], [i for x in ids_of[seq[0] + 1:] for i in x]
+
+
 def add_specials_ids(post, ids: list[int], add_special_tokens: bool) -> list[int]:
-    """Fast path for encode(): the template's ids around one sequence. ids is the caller's own
-    list: with the sequence once in the template (the usual case), the specials go in place."""
+    """Fast path for encode(): the template's ids around one sequence."""
     t = _template(post)
     if t is None or not add_special_tokens:
-        return ids
-    seq = [k for k, p in enumerate(t["single"]) if "special" not in p]
-    if len(seq) == 1:
-        ids[:0] = [i for p in t["single"][:seq[0]] for i in t["special_tokens"][p["special"]]["ids"]]
-        ids.extend(i for p in t["single"][seq[0] + 1:] for i in t["special_tokens"][p["special"]]["ids"])
         return ids
     out: list[int] = []
     for p in t["single"]:
