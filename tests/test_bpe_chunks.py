@@ -125,3 +125,14 @@ def test_char_level_long_subpieces(name, testdata, exported, corpus, spy, monkey
     for text in texts:
         assert tokmap.load(exported(name)).encode(text, add_special_tokens=False) == encode_ref(text)
     assert spy["glued"] >= 1 and (name == "llama2" or spy["first_try"] >= 1), spy
+
+
+def test_char_level_model_keeps_byte_level_chunking_out(exported):
+    """BPE._encode_many chunks long pieces of bytes; on a char-level model (whose symbols are
+    chars, not bytes) it must not, and ends with the model's own encode_piece."""
+    model = tokmap.load(exported("llama2")).model
+    rng = random.Random(11)
+    piece = "".join(rng.choice("abcdefghij") for _ in range(6000))
+    got = model._encode_many([piece])[0]
+    model.piece_cache.clear()
+    assert list(got) == list(model.encode_piece(piece))

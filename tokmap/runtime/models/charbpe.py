@@ -319,7 +319,7 @@ class CharBPE(BPE):
             piece = sym[first[j]:first[j] + lengths[j]]
             if not worth_chunking(piece):
                 continue
-            got = merge_piece(len(piece), None, lambda starts, ends: self._merge_ranges(piece, starts, ends), tok_len)
+            got = merge_piece(len(piece), None, lambda starts, ends: self._merge_symbol_ranges(piece, starts, ends), tok_len)
             if got is not None:
                 out[which[j]] = tuple(got.tolist())
                 keep[j] = False
@@ -327,8 +327,9 @@ class CharBPE(BPE):
             return sym, lengths, which
         return sym[np.repeat(keep, lengths)], lengths[keep], list(compress(which, keep.tolist()))
 
-    def _merge_ranges(self, sym, starts, ends):
-        """(ids back to back, count per range) of merging each sym[starts[k]:ends[k]] as a word."""
+    def _merge_symbol_ranges(self, sym, starts, ends):
+        """(ids back to back, count per range) of merging each sym[starts[k]:ends[k]] as a word.
+        (Not BPE._merge_ranges, which takes bytes: that one stays byte-level for BPE._encode_many.)"""
         import numpy as np
 
         lengths = ends - starts
