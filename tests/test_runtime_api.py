@@ -174,7 +174,7 @@ def test_normalization_tables_only_when_needed(exported, testdata, tmp_path):
     llama3 = tokmap.load(exported("llama3"))
     assert llama3.meta["normalizer"] == []
     used = {s[k] for s in llama3.meta["pre_tokenizer"] for k in ("class_index", "class_blocks") if k in s}
-    used |= {s["regex_bmp_code"]["blob"] for s in llama3.meta["pre_tokenizer"] if "regex_bmp_code" in s}
+    used |= {s[k]["blob"] for s in llama3.meta["pre_tokenizer"] for k in ("regex_bmp_code", "regex_full_code") if k in s}
     blobs = {sid - mtok.BLOB_BASE for sid in llama3._f.sections if sid >= mtok.BLOB_BASE}
     assert blobs == used  # every blob belongs to the split pattern; none to normalization
     out = tmp_path / "wl.mtok"

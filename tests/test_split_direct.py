@@ -1,10 +1,12 @@
-"""The split over original code points (SplitStep.direct, the exporter's py_pattern_bmp) against
-the translated split it shortcuts, and the ids of whole corpora against the reference libraries.
+"""The splits over original code points (SplitStep.direct: the exporter's py_pattern_full as
+stored engine code, else py_pattern_bmp) against the translated split they shortcut, and the ids
+of whole corpora against the reference libraries.
 
 The translated split is checked against Oniguruma / fancy-regex in tests/test_regex_compile.py;
-here every path of SplitStep.direct must give the pieces it gives: BMP text, text with a few
-astral code points (stand-ins of the same class, pieces re-cut), mostly astral text (translated),
-and Split(invert=True) on those.
+here every path of SplitStep.direct must give the pieces it gives: the full pattern on any text;
+without it (a file or engine without the stored code) BMP text, text with a few astral code points
+(stand-ins of the same class, pieces re-cut), mostly astral text (translated), and
+Split(invert=True) on those.
 """
 
 from __future__ import annotations
@@ -34,14 +36,23 @@ def _texts(corpus) -> list[str]:
     return out
 
 
-def _both(pipe, step, text):
-    """(split_fast, spans) with the direct path, then with the translated one only."""
-    got = (pipe.split_fast(text), step.spans(text))
-    bmp, step.bmp = step.bmp, ""  # no py_pattern_bmp: SplitStep.direct answers None
+def _kind(step, text) -> str:
+    d = step.direct(text)
+    return "translated" if d is None else "full" if d[2] is None else "astral" if d[2] else "bmp"
+
+
+def _variants(pipe, step, text) -> dict:
+    """(split_fast, spans) by each path: the full pattern, then without it (py_pattern_bmp with
+    stand-ins, or translated for mostly astral text), then the translated pattern only."""
+    full, bmp = step._full_regex, step.bmp
+    out = {}
     try:
-        return got, (pipe.split_fast(text), step.spans(text))
+        for label, f, b in (("full", full, bmp), ("bmp", False, bmp), ("translated", False, "")):
+            step._full_regex, step.bmp = f, b  # False: no stored full code; "": no py_pattern_bmp
+            out[label] = (_kind(step, text), pipe.split_fast(text), step.spans(text))
     finally:
-        step.bmp = bmp
+        step._full_regex, step.bmp = full, bmp
+    return out
 
 
 @pytest.mark.parametrize("name", MODELS)
@@ -50,28 +61,28 @@ def test_direct_split_equals_translated(name, exported, corpus):
     tok.encode("x")
     pipe = tok.pipeline
     step = pipe.fast_split
-    assert step is not None and step.bmp, "the file should carry py_pattern_bmp"
-    step.bmp_regex()  # compiled up front, so that short texts take the direct path too
+    assert step is not None and step.bmp and step.full, "the file should carry py_pattern_bmp and _full"
+    assert step.full_regex() is not None, "regex_full_code should serve on the engine that exported it"
+    step.bmp_regex()  # compiled up front, so that short texts take the direct paths too
     kinds, bad, invert = set(), [], step.invert
     for text in _texts(corpus):
-        d = step.direct(text)
-        kinds.add("translated" if d is None else "astral" if d[2] else "bmp")
         for inv in (invert, not invert):  # Split(invert=True, removed) keeps the matches only
             step.invert = inv
             try:
-                got, want = _both(pipe, step, text)
+                got = _variants(pipe, step, text)
             finally:
                 step.invert = invert
-            if got != want:
-                bad.append((inv, text[:30]))
-    assert kinds == {"translated", "astral", "bmp"}, kinds
+            kinds |= {k for k, _p, _s in got.values()}
+            want = got["translated"][1:]
+            bad += [(label, inv, text[:30]) for label, g in got.items() if g[1:] != want]
+    assert kinds == {"full", "translated", "astral", "bmp"}, kinds
     assert not bad, f"{name}: {len(bad)} differences, first {bad[0]!r}"
 
 
 @pytest.mark.parametrize("name", ["llama3", "cl100k_base"])
 def test_direct_split_ids_equal_reference(name, exported, corpus, testdata):
-    """Whole corpora (the direct path: en, wagahai; with astral stand-ins: multi, code) give the
-    reference library's ids."""
+    """Whole corpora (the full pattern on all of them; without it, stand-ins for the astral code
+    points of multi and code) give the reference library's ids."""
     from conftest import model_source
 
     tok = tokmap.load(exported(name))
@@ -91,9 +102,18 @@ def test_direct_split_ids_equal_reference(name, exported, corpus, testdata):
         ref = tiktoken.Encoding(name=name, pat_str=pattern, special_tokens=specials,
                                 mergeable_ranks=tiktoken.load.load_tiktoken_bpe(str(model_source(testdata, name))))
         encode_ref, encode_mine = ref.encode_ordinary, tok.encode_ordinary
+    step = tok.pipeline.fast_split
     for c in ("en", "wagahai", "multi", "code"):
         text = corpus(c)
-        assert encode_mine(text) == encode_ref(text), f"{name} {c}"
+        want = encode_ref(text)
+        assert _kind(step, text) == "full"
+        assert encode_mine(text) == want, f"{name} {c}"
+        step._full_regex, full = False, step._full_regex
+        try:
+            assert _kind(step, text) == ("astral" if c in ("multi", "code") else "bmp")
+            assert encode_mine(text) == want, f"{name} {c}, without the full pattern"
+        finally:
+            step._full_regex = full
 
 
 def test_stand_in_has_the_same_class(exported):
@@ -114,6 +134,7 @@ def test_inverted_split_over_changed_text_is_recut_not_respanned(exported, corpu
     tok = tokmap.load(exported("gpt4o"))
     tok.encode("x")
     pipe, step = tok.pipeline, tok.pipeline.fast_split
+    step._full_regex = False  # the stand-in path (a file or engine without the full pattern's code)
     assert step.invert and step.behavior == "removed"
     texts = [corpus("code")[:200_000] + "\U0001f600 x", "\U0001f600" * 40 + " ab 12 \U00020000"]
     want = [[t[s:e] for s, e in step.spans(t)] for t in texts]

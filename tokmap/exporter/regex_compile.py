@@ -49,6 +49,12 @@ class CompiledPattern:
     code point at a time at compile time).  It needs no translation and no re-slicing of the
     pieces; astral code points would make `re` scan a class's ranges one by one, so text holding
     any takes py_pattern.
+
+    py_pattern_full: the same over all code points, exact for any text, each atom spelled as its
+    ranges (or negated, as above, by its BMP size). Plain `re` runs it slowly: a BMP code point
+    outside a class's bitmap is then compared with every astral range of the class. The exporter
+    stores it only as engine code whose classes first send BMP code points away
+    (exporter/sre_code.py: `compile_code(..., guard_astral=True)`).
     """
 
     py_pattern: str
@@ -56,6 +62,7 @@ class CompiledPattern:
     class_blocks: bytes
     unicode_version: str
     py_pattern_bmp: str = ""
+    py_pattern_full: str = ""
 
 
 # --------------------------------------------------------------------------------------------
@@ -874,26 +881,29 @@ def _bmp_char(cp: int) -> str:
     return f"\\u{cp:04x}" if 0xD800 <= cp < 0xE000 or cp < 0xA0 else chr(cp)
 
 
-def _bmp_ranges(s) -> str:
-    """The class body (no brackets) of a breakpoint set's ranges below U+10000."""
+def _bmp_ranges(s, limit: int = _BMP) -> str:
+    """The class body (no brackets) of a breakpoint set's ranges below `limit`."""
     parts = []
     for a, b in zip(s[0::2], s[1::2]):
-        if a >= _BMP:
+        if a >= limit:
             break
-        b = min(b, _BMP) - 1
+        b = min(b, limit) - 1
         parts.append(_bmp_char(a) if a == b else f"{_bmp_char(a)}-{_bmp_char(b)}")
     return "".join(parts)
 
 
-def _emit_bmp_set(s) -> str:
-    """An atom over original BMP code points: its own ranges or its complement's, negated,
-    whichever covers fewer code points (what `re` spends its compile time on)."""
+def _emit_bmp_set(s, limit: int = _BMP) -> str:
+    """An atom over original code points below `limit` (U+10000: the BMP; _NCP: all): its own
+    ranges or its complement's, negated, whichever covers fewer BMP code points (what `re`
+    spends its compile time on)."""
     size = sum(min(b, _BMP) - a for a, b in zip(s[0::2], s[1::2]) if a < _BMP)
     if size * 2 <= _BMP:
-        body = _bmp_ranges(s)
+        body = _bmp_ranges(s, limit)
         return f"[{body}]" if body else "(?!)"
-    body = _bmp_ranges(_cs_complement(s))
-    return f"[^{body}]" if body else "[\\u0000-\\uffff]"
+    body = _bmp_ranges(_cs_complement(s), limit)
+    if body:
+        return f"[^{body}]"
+    return "[\\u0000-\\uffff]" if limit == _BMP else "[\\u0000-\\U0010ffff]"
 
 
 _ANCHORS = {
@@ -995,6 +1005,7 @@ def compile_pattern(pattern: str, flavor: str, allow_empty: bool = False) -> Com
     set_text = {s: _emit_set(m) for s, m in zip(sets, members)}
     py_pattern = _Emitter(set_text).emit(_factor(ast))
     py_pattern_bmp = _Emitter({s: _emit_bmp_set(s) for s in sets}).emit(_factor(ast))
+    py_pattern_full = _Emitter({s: _emit_bmp_set(s, _NCP) for s in sets}).emit(_factor(ast))
 
     index = bytearray()
     blocks = bytearray()
@@ -1008,4 +1019,4 @@ def compile_pattern(pattern: str, flavor: str, allow_empty: bool = False) -> Com
         index += n.to_bytes(2, "little")
     return CompiledPattern(py_pattern=py_pattern, class_index=bytes(index),
                            class_blocks=bytes(blocks), unicode_version=UNICODE_VERSION,
-                           py_pattern_bmp=py_pattern_bmp)
+                           py_pattern_bmp=py_pattern_bmp, py_pattern_full=py_pattern_full)

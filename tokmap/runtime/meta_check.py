@@ -30,9 +30,11 @@ def check_meta(m: dict) -> None:
             need(isinstance(s["literal"], str), f"{field}.literal", "a string")
         else:
             need(isinstance(s.get("regex"), str), f"{field}.regex", "a string")
-            need(isinstance(s.get("regex_bmp", ""), str), f"{field}.regex_bmp", "a string")
-            if "regex_bmp_code" in s:
-                need(isinstance(s["regex_bmp_code"], dict), f"{field}.regex_bmp_code", "an object")
+            for k in ("regex_bmp", "regex_full"):
+                need(isinstance(s.get(k, ""), str), f"{field}.{k}", "a string")
+            for k in ("regex_bmp_code", "regex_full_code"):
+                if k in s:
+                    need(isinstance(s[k], dict), f"{field}.{k}", "an object")
             for k in ("class_index", "class_blocks"):
                 need(is_int(s.get(k)), f"{field}.{k}", "a blob number")
 

@@ -17,8 +17,8 @@ from ..errors import FormatError
 from .charclass import TranslationMemo
 
 NP_THRESHOLD = 1 << 16  # chars; above this numpy's vectorised translation pays for its import
-# chars of one call from which py_pattern_bmp is compiled (~5 ms, once per process): below, the
-# translated path costs less than that.
+# chars of one call from which the pattern over original code points is loaded (~1 ms from stored
+# code, ~5 ms compiling py_pattern_bmp; once per process): below, the translated path costs less.
 BMP_COMPILE_MIN = 1 << 16
 # A text with more than one astral code point in this many chars takes the translated pattern:
 # each astral one costs a stand-in and a re-cut piece in Python.
@@ -130,6 +130,12 @@ class SplitStep(SpanStep):
         self.bmp = step.get("regex_bmp") or ""
         self._bmp_code = step.get("regex_bmp_code")  # the same, compiled at export (sre_load.py)
         self._bmp_regex = None
+        # The pattern over all code points, as engine code with guarded classes (exporter's
+        # sre_code.py): exact on any text with no stand-ins. Serves only from the stored code
+        # (None: not loaded yet; False: absent, or made by another engine).
+        self.full = step.get("regex_full") or ""
+        self._full_code = step.get("regex_full_code")
+        self._full_regex = None if self.full and self._full_code is not None else False
         self._stand_ins: dict[int, str | None] = {}
         self._f = f
 
@@ -150,6 +156,14 @@ class SplitStep(SpanStep):
                                   offset=f.sections[mtok.SECTION_META][1]) from None
         return self._bmp_regex
 
+    def full_regex(self):
+        """The compiled regex_full from its stored code, or None when the file or engine has none."""
+        if self._full_regex is None:
+            from . import sre_load
+
+            self._full_regex = sre_load.load(self._f, self._full_code, self.full, "regex_full_code") or False
+        return self._full_regex or None
+
     def translate(self, text: str) -> str:
         if self.index is None or text.isascii():
             return text
@@ -167,12 +181,19 @@ class SplitStep(SpanStep):
         return text.translate(self._memo)
 
     def direct(self, text: str):
-        """(compiled py_pattern_bmp, the text it runs on, positions of astral code points) when the
-        pattern over original code points may serve (non-ASCII text; compiled already, or text
-        long enough to pay for compiling it), else None. A text with a few astral code points runs
-        with each replaced by a BMP stand-in of the same class (so the same length and the same
-        matches); the pieces holding those positions are then cut from the text itself."""
-        if not self.bmp or text.isascii() or (self._bmp_regex is None and len(text) < BMP_COMPILE_MIN):
+        """(compiled pattern over original code points, the text it runs on, positions of astral
+        code points or None) when such a pattern may serve (non-ASCII text; loaded already, or text
+        long enough to pay for loading it), else None. The full pattern (stored code) runs on the
+        text itself: (regex, text, None). Without it, py_pattern_bmp: a text with a few astral code
+        points runs with each replaced by a BMP stand-in of the same class (so the same length and
+        the same matches); the pieces holding those positions are then cut from the text itself."""
+        if text.isascii():
+            return None
+        if self._full_regex is not False and (self._full_regex is not None or len(text) >= BMP_COMPILE_MIN):
+            full = self.full_regex()
+            if full is not None:
+                return full, text, None
+        if not self.bmp or (self._bmp_regex is None and len(text) < BMP_COMPILE_MIN):
             return None
         if bmp_only(text):
             return self.bmp_regex(), text, ()

@@ -30,9 +30,10 @@ def engine_id() -> dict | None:
             "python": "%d.%d" % sys.version_info[:2]}
 
 
-def load(f, info, pattern: str):
-    """The compiled pattern from split-step field `regex_bmp_code` (`info`), or None when the
-    caller should compile `pattern` itself. FormatError when the stored code is damaged."""
+def load(f, info, pattern: str, field: str = "regex_bmp_code"):
+    """The compiled pattern from split-step field `field` (`info`: regex_bmp_code, regex_full_code),
+    or None when the caller should compile `pattern` itself (or, for regex_full, do without it).
+    FormatError when the stored code is damaged."""
     here = engine_id()
     if not isinstance(info, dict) or here is None or any(info.get(k) != v for k, v in here.items()):
         return None  # another engine's code: compile the text
@@ -41,7 +42,7 @@ def load(f, info, pattern: str):
     blob = info.get("blob")
     sid = mtok.BLOB_BASE + blob if type(blob) is int else None
     if sid is None or not f.has(sid):
-        raise FormatError(f.path, "split regex_bmp_code names no blob of the file", section="meta")
+        raise FormatError(f.path, f"split {field} names no blob of the file", section="meta")
     words = f.view(sid, mtok.U32)
     f.verify_section(sid)
     code = words.tolist()
@@ -52,5 +53,5 @@ def load(f, info, pattern: str):
     try:
         return _sre.compile(pattern, info["flags"], code, 0, {}, ())
     except (RuntimeError, TypeError, ValueError, OverflowError, KeyError) as e:  # "invalid SRE code"
-        raise FormatError(f.path, f"split regex_bmp_code is not valid engine code ({e})",
+        raise FormatError(f.path, f"split {field} is not valid engine code ({e})",
                           section=mtok.section_name(sid), offset=f.sections[sid][1]) from None
