@@ -132,6 +132,31 @@ def test_batch_merge_on_gpt2_matches_scalar_path():
     assert batch == [tuple(model._merge(model._symbols(p.encode("utf-8")))) for p in pieces]
 
 
+def test_encode_pieces_cache_states(monkeypatch):
+    """encode_pieces gives each piece's scalar ids whatever the cache holds: empty, some of the
+    pieces, all of them; with pieces too long to remember; and when the cache limit empties it
+    (set low here) -- and the cache then holds exactly the short pieces it was given."""
+    from tokmap.runtime.models import bpe
+
+    model = tokmap.load(_gpt2_export()).model
+    text = open(_data("corpus/en.txt"), encoding="utf-8").read()[:30000]
+    pieces = tokmap.load(_gpt2_export()).pipeline.split_fast(text)
+    long_ones = [" " * 300, "ab" * 200]
+    scalar = {p: tuple(model._merge(model._symbols(p.encode("utf-8")))) for p in set(pieces + long_ones)}
+    expect = lambda ps: [i for p in ps for i in scalar[p]]  # noqa: E731
+    half = pieces[: len(pieces) // 2]
+    for ps in (half, pieces, pieces, half + long_ones + half, long_ones):
+        assert model.encode_pieces(ps) == expect(ps)
+    assert not any(len(p) > bpe.CACHE_PIECE for p in model.piece_cache)
+    monkeypatch.setattr(bpe, "CACHE_MAX", 50)
+    model.piece_cache.clear()
+    model.encode_pieces(half[:20])
+    assert model.encode_pieces(pieces) == expect(pieces)  # 20 cached + many new: emptied first
+    assert set(model.piece_cache) == set(pieces)
+    mixed = pieces[:40] + long_ones + pieces[-40:]  # hits, misses and unremembered pieces at once
+    assert model.encode_pieces(mixed) == expect(mixed)
+
+
 def test_byte_pair_codes_fill_as_pairs_occur():
     """The first round's 64K table is filled by the pairs each call brings, and then answers like
     searching every pair: ASCII pairs first, then all bytes."""

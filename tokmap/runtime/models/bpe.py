@@ -13,8 +13,7 @@ import gc
 import heapq
 import sys
 from bisect import bisect_left
-from itertools import chain, compress, repeat
-from operator import is_
+from itertools import chain, filterfalse
 
 from ... import mtok
 from ...errors import FormatError
@@ -100,43 +99,34 @@ class BPE(VocabFile):
     def encode_pieces(self, pieces: list[str]) -> list[int]:
         """Ids of a list of pieces, concatenated: cache hits cost one C-level dict lookup each."""
         cache = self.piece_cache
-        if not cache:  # the first call: every piece is a miss, no need to ask
-            return list(chain.from_iterable(self._fill_misses(pieces, None)))
-        try:  # all hits (a warm call): one pass; the first miss abandons it
-            return list(chain.from_iterable(map(cache.__getitem__, pieces)))
-        except KeyError:
-            pass
-        hits = list(map(cache.get, pieces))
-        if None in hits:
-            hits = self._fill_misses(pieces, hits)
-        return list(chain.from_iterable(hits))
+        if cache:
+            try:  # all hits (a warm call): one pass; the first miss abandons it
+                return list(chain.from_iterable(map(cache.__getitem__, pieces)))
+            except KeyError:
+                pass
+        return list(chain.from_iterable(self._fill_misses(pieces)))
 
-    def _fill_misses(self, pieces, hits):
-        """Each piece's ids, as an iterator (chained straight into the caller's list): hits[k]
-        where not None (hits None: all are misses), else encoded here."""
-        if hits is None:
-            misses = list(dict.fromkeys(pieces))
-        else:
-            misses = list(dict.fromkeys(compress(pieces, map(is_, hits, repeat(None)))))
-        nbytes = sum(map(len, misses))
-        if not batch_pays(nbytes):
-            got = dict(zip(misses, map(self.encode_piece, misses)))
-        else:
-            out = self._encode_many(misses)
-            cache = self.piece_cache
-            if len(cache) > CACHE_MAX:
-                cache.clear()
-            if max(map(len, misses)) <= CACHE_PIECE:  # all remembered: the cache itself answers
-                cache.update(zip(misses, out))
-                got = cache
-            else:
-                got = dict(zip(misses, out))
-                for p, ids in got.items():
-                    if len(p) <= CACHE_PIECE:
-                        cache[p] = ids
-        if hits is None:
-            return map(got.__getitem__, pieces)
-        return map(got.get, pieces, hits)  # a miss's ids, else the hit itself
+    def _fill_misses(self, pieces):
+        """Each piece's ids, as an iterator (chained straight into the caller's list). The distinct
+        pieces the cache lacks are encoded (in one batch when they are many) and remembered first,
+        so every piece is then one lookup. Deduplicating the whole list and asking the cache once
+        per distinct piece costs less than asking it once per piece: text repeats its words."""
+        cache = self.piece_cache
+        distinct = dict.fromkeys(pieces)
+        if len(cache) + len(distinct) > CACHE_MAX:
+            cache.clear()  # emptied before this call's pieces go in, never between them
+        misses = list(filterfalse(cache.__contains__, distinct)) if cache else list(distinct)
+        if not misses:
+            return map(cache.__getitem__, pieces)
+        out = (self._encode_many(misses) if batch_pays(sum(map(len, misses)))
+               else list(map(self.encode_piece, misses)))
+        if max(map(len, misses)) <= CACHE_PIECE:  # all remembered: the cache itself answers
+            cache.update(zip(misses, out))
+            return map(cache.__getitem__, pieces)
+        got = dict(zip(misses, out))
+        cache.update(kv for kv in got.items() if len(kv[0]) <= CACHE_PIECE)
+        got.update((p, cache[p]) for p in distinct if p not in got)
+        return map(got.__getitem__, pieces)
 
     def _encode_many(self, texts: list[str]) -> list[tuple[int, ...]]:
         """encode_piece over many distinct uncached pieces: one numpy batch merge for the short ones."""
