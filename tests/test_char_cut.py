@@ -79,3 +79,48 @@ def test_damaged_tables_are_refused(exported, tmp_path, sid, damage, match):
     with pytest.raises(tokmap.FormatError) as ei:
         tokmap.load(bad).encode("日本語 " * 200)
     check_error(ei.value, bad, mtok.section_name(sid), MtokFile(bad).sections[sid][1], match)
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_long_pieces_whatever_the_sub_piece_cache_holds(name, exported, corpus, testdata):
+    """encode_long asks the model's sub-piece cache once per distinct part and encodes the rest in
+    one batch: a long piece comes out as tokenizers encodes it with the cache empty, holding some
+    of its parts (another text's), and holding all of them."""
+    from tokenizers import Tokenizer
+
+    ref = Tokenizer.from_file(str(testdata / "models" / name / "tokenizer.json"))
+    a, b = corpus("code")[:20000], corpus("en")[:20000]
+    mixed = a[:10000] + b[:10000] + "tokmap\u2581x " * 300
+    tok = tokmap.load(exported(name))
+    for text in (a, mixed, mixed, b):
+        assert len(text) >= charbpe_long()
+        assert tok.encode(text) == ref.encode(text).ids
+    assert tok.model.sub_cache
+
+
+def charbpe_long() -> int:
+    from tokmap.runtime.models.charbpe import LONG_TEXT
+
+    return LONG_TEXT
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_bigram_lookup_equals_membership(name, exported):
+    """CutTable._bigram answers exactly whether "ab" is one of the table's bigrams: for every
+    stored bigram, and for random pairs of small, large and mixed chars."""
+    model = tokmap.load(exported(name)).model
+    model._build_table()
+    table = model._table
+    keys = table.keys
+    a_all, b_all = (keys >> np.uint64(21)).astype(np.uint32), (keys & np.uint64(0x1FFFFF)).astype(np.uint32)
+    assert table._bigram(a_all, b_all).all()
+    rng = np.random.default_rng(3)
+    pools = [rng.integers(0, 0x800, 40000), rng.integers(0x800, 0x10000, 40000),
+             rng.choice(np.concatenate((a_all, b_all)), 40000)]
+    a = np.concatenate([rng.permutation(p) for p in pools] * 2).astype(np.uint32)
+    b = np.concatenate([rng.permutation(p) for p in pools[::-1]] + [rng.permutation(p) for p in pools])
+    b = b.astype(np.uint32)
+    known = set(keys.tolist())
+    expect = [((x << 21) | y) in known for x, y in zip(a.tolist(), b.tolist())]
+    got = table._bigram(a, b)
+    assert got.tolist() == expect and 100 < sum(expect) < len(expect)

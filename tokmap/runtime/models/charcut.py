@@ -19,8 +19,7 @@ finds the candidate cuts before the usual separators (space marks, whitespace) i
 from __future__ import annotations
 
 import re
-from itertools import compress, repeat
-from operator import is_
+from itertools import filterfalse
 
 import numpy as np
 
@@ -178,12 +177,19 @@ def encode_long(text: str, table: CutTable, encode_many, cache: dict) -> list[in
     single = one & (ids[starts] >= 0)
     fb = one & (ids[starts] < 0) if table.byte_id is not None else np.zeros(len(starts), bool)
     multi = np.flatnonzero(~(single | fb))
-    strs = [text[s:e] for s, e in zip(starts[multi].tolist(), ends[multi].tolist())]
-    parts = list(map(cache.get, strs))  # mostly hits: one C-level pass
-    if None in parts:
-        missing = list(dict.fromkeys(compress(strs, map(is_, parts, repeat(None)))))
-        got = dict(zip(missing, encode_many(missing)))
-        parts = list(map(got.get, strs, parts))  # a missing part's ids, else the hit itself
+    strs = list(map(text.__getitem__, map(slice, starts[multi].tolist(), ends[multi].tolist())))
+    try:  # mostly hits: one C-level pass, abandoned at the first miss
+        parts = list(map(cache.__getitem__, strs))
+    except KeyError:
+        # The distinct parts the cache lacks, encoded at once (encode_many remembers the short
+        # ones); the rest are asked once per distinct part, not once per part.
+        distinct = dict.fromkeys(strs)
+        missing = list(filterfalse(cache.__contains__, distinct))
+        distinct.update(zip(missing, encode_many(missing)))
+        for k, v in distinct.items():
+            if v is None:
+                distinct[k] = cache[k]
+        parts = list(map(distinct.__getitem__, strs))
     counts = np.ones(len(starts), np.int64)
     plens = np.fromiter(map(len, parts), np.int64, len(parts))
     counts[multi] = plens
