@@ -28,7 +28,7 @@ from conftest import export_variant, model_source
 @pytest.fixture(autouse=True)
 def small_chunks(monkeypatch):
     monkeypatch.setattr(parallel, "PARALLEL_MIN_CHARS", 1000)
-    monkeypatch.setattr(parallel, "_MIN_CHUNK_CHARS", 2000)
+    monkeypatch.setattr(parallel, "_MIN_CHUNK_BYTES", 2000)
 
 
 @pytest.fixture(scope="module")
@@ -58,6 +58,41 @@ def test_same_ids_in_order(name, exported, docs):
         assert len(_workers(tok)) == 2
         # three workers, reversed order: still the input's order
         assert tok.encode_batch(docs[::-1], num_workers=3) == expected[::-1]
+
+
+def test_jobs_through_a_small_pipe(exported, docs, monkeypatch):
+    """With the job pipe at one page, jobs go in many partial writes, two queued per worker: every
+    document still comes back once, in order (the outbox, the write-readiness wait, and the caller
+    never blocking on a worker that is writing its result)."""
+    monkeypatch.setattr(parallel, "_PIPE_BYTES", 4096)
+    partial, most_queued = [], [0]
+    flush, feed = parallel._Worker.flush, parallel.WorkerPool._feed
+
+    def spy_flush(w):
+        done = flush(w)
+        partial.append(not done)
+        return done
+
+    def spy_feed(self, w, *args):
+        feed(self, w, *args)
+        most_queued[0] = max(most_queued[0], len(w.jobs))
+
+    monkeypatch.setattr(parallel._Worker, "flush", spy_flush)
+    monkeypatch.setattr(parallel.WorkerPool, "_feed", spy_feed)
+    with tokmap.load(exported("llama3")) as tok:
+        big = docs + [" ".join(docs)[:300_000]] * 3  # jobs far larger than the pipe
+        assert tok.encode_batch(big, num_workers=2) == [tok.encode(t) for t in big]
+    assert any(partial) and most_queued[0] == parallel.IN_FLIGHT >= 2
+
+
+def test_plan_weighs_utf8_bytes():
+    """Shares are balanced by UTF-8 length: 3-byte CJK documents weigh three times ASCII ones."""
+    texts = ["a" * 30_000] * 6 + ["\u65e5" * 10_000] * 6  # equal characters, CJK 3x the bytes
+    queues = parallel.plan_chunks(texts, 2)
+    w = parallel.weights(texts)
+    shares = [sum(w[k] for a, b in q for k in range(a, b)) for q in queues]
+    assert max(shares) - min(shares) <= 30_000, shares
+    assert parallel.weights(["h\u00e9", "\ud800x"]) == [3, 4]  # surrogates counted as encodable
 
 
 def test_kwargs_pass_through_hf(exported, docs):
@@ -245,7 +280,7 @@ def test_plan_and_scheduler_cover_every_document_once():
             assert sizes == sorted(sizes, reverse=True)
             q = sorted(q)
             assert all(q[k][1] == q[k + 1][0] for k in range(len(q) - 1))
-        sched = parallel._Scheduler(queues, texts)
+        sched = parallel._Scheduler(queues, parallel.weights(texts))
         handed = []
         while (c := sched.next_for(r.randrange(workers))) is not None:
             handed.append(c)

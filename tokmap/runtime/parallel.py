@@ -19,11 +19,20 @@ import -> load -> encode path. Decisions, with the reasons measured for issue 4:
   and 21 ms for frombytes + tolist in the caller (the floor for handing back Python ints), and with
   `as_array=True` the caller only wraps the bytes. A pipe copies 4 MB in about a millisecond, so
   shared memory would win nothing worth its clean-up hazards.
-- One chunk in flight per worker: the caller writes a job only to a worker that waits for input,
-  so neither side can block on a full pipe while the other does too.
+- Two chunks in flight per worker (IN_FLIGHT): the next job waits in the worker's pipe while it
+  encodes the current one, so it never idles for a round trip through the caller. With one in
+  flight, those round trips left each worker idle about 10% of a batch's wall time (the caller has
+  to be scheduled, read the result and write the next job while both cores run workers). The
+  caller's writes are non-blocking (what a full pipe does not take waits in the worker's outbox
+  until the selector says the pipe has room), so the caller never blocks on a worker that is itself
+  blocked writing a result the caller has not read yet, and the worker stays a plain sequential
+  loop. Its stdin pipe is enlarged to 1 MiB where Linux allows, so most jobs go in one write.
 - Each worker owns a contiguous share of the batch, cut into chunks that shrink towards its end and
   run largest first, and a worker that runs dry takes the smallest chunk of the share with most
-  left. Handing chunks out first-come (as a plain pool would) cost the workers 15-40% more CPU than
+  left. Shares and chunks are weighed in UTF-8 bytes, not characters: a CJK character costs about
+  three times an ASCII one, and on bench/parallel.py's lines set (llama3, five fresh slices) the
+  character-weighed shares took 0.91 s and 1.17 s of CPU, the byte-weighed ones 0.96 s and 1.08 s.
+  Handing chunks out first-come (as a plain pool would) cost the workers 15-40% more CPU than
   the single process on a repeated batch, because each worker's piece caches then see text the
   other one cached; with shares (a repeated batch lands on the caches that saw it, neighbouring and
   so similar documents stay together) it is 0-7% on a repeated batch and 4-9% on new documents. Results
@@ -31,7 +40,7 @@ import -> load -> encode path. Decisions, with the reasons measured for issue 4:
 - A batch below PARALLEL_MIN_CHARS (64K) characters, or of one document, runs in-process. A round
   trip to the pool costs ~90 us (4 short sentences: 25 us in-process, 90 us through the pool), and
   64K characters take 3 ms or more even at 20 MiB/s, so the halved time clearly outweighs it there;
-  smaller batches keep their latency. The chunks are at least 16K characters for the same reason.
+  smaller batches keep their latency. The chunks are at least 16 KiB of UTF-8 for the same reason.
 - An exception in a worker is rebuilt in the caller with the same type, args and attributes (no
   __init__ call, so FormatError and friends survive); when several documents fail, the one raised is
   the first in input order, as the sequential loop would raise.
@@ -52,13 +61,16 @@ import sys
 import threading
 import weakref
 from array import array
+from collections import deque
 
 from .. import mtok
 from ..errors import TokmapError
 
 # Below this many characters in the whole batch the in-process loop is faster (bench/parallel.py).
 PARALLEL_MIN_CHARS = 1 << 16
-_MIN_CHUNK_CHARS = 1 << 14
+_MIN_CHUNK_BYTES = 1 << 14
+IN_FLIGHT = 2  # jobs queued at a worker at once (see the module docstring)
+_PIPE_BYTES = 1 << 20
 
 # Frames: kind (I), job id (I), count (I), payload length (Q), then the payload.
 _FRAME = struct.Struct("<IIIQ")
@@ -73,20 +85,27 @@ def fingerprint(f) -> bytes:
     return bytes(f._mv[: mtok.HEADER.size + len(f.sections) * mtok.ENTRY.size])
 
 
-def plan_chunks(texts, workers: int) -> list[list[tuple[int, int]]]:
+def weights(texts) -> list[int]:
+    """Each document's UTF-8 length, the measure of work that plan_chunks balances."""
+    return [len(t) if t.isascii() else len(t.encode("utf-8", "surrogatepass")) for t in texts]
+
+
+def plan_chunks(texts, workers: int, weight: list[int] | None = None) -> list[list[tuple[int, int]]]:
     """Per worker, its queue of [start, end) document ranges, largest first.
 
-    The batch is cut into `workers` contiguous shares of about equal characters, and each share into
-    chunks that shrink towards its end (each a quarter of what remains of the share), so a worker's
-    last chunks are small and stealing them evens out the finish.
+    The batch is cut into `workers` contiguous shares of about equal weight (UTF-8 bytes unless
+    `weight` gives each document's), and each share into chunks that shrink towards its end (each
+    a quarter of what remains of the share), so a worker's last chunks are small and stealing them
+    evens out the finish.
     """
-    total = sum(map(len, texts))
+    weight = weights(texts) if weight is None else weight
+    total = sum(weight)
     queues: list[list[tuple[int, int]]] = [[] for _ in range(workers)]
     share, start, size, done = 0, 0, 0, 0
-    left = total // workers  # characters left in the current share
-    target = max(_MIN_CHUNK_CHARS, left // 4)
-    for i, t in enumerate(texts):
-        size += len(t)
+    left = total // workers  # weight left in the current share
+    target = max(_MIN_CHUNK_BYTES, left // 4)
+    for i, w in enumerate(weight):
+        size += w
         share_end = size >= left and share < workers - 1
         if size >= target or share_end:
             queues[share].append((start, i + 1))
@@ -96,13 +115,13 @@ def plan_chunks(texts, workers: int) -> list[list[tuple[int, int]]]:
             if share_end or left <= 0:
                 share = min(share + 1, workers - 1)
                 left = (total - done) // (workers - share)
-            target = max(_MIN_CHUNK_CHARS, left // 4)
-    if start < len(texts):
-        queues[share].append((start, len(texts)))
+            target = max(_MIN_CHUNK_BYTES, left // 4)
+    if start < len(weight):
+        queues[share].append((start, len(weight)))
     # Largest first within a share: a long document at the end of a share (one chunk on its own)
     # would otherwise leave the other worker idle while it runs.
     for q in queues:
-        q.sort(key=lambda c: -sum(map(len, texts[c[0]:c[1]])))
+        q.sort(key=lambda c: -sum(weight[c[0]:c[1]]))
     return queues
 
 
@@ -132,8 +151,32 @@ class _Worker:
         self.rfd = self.proc.stdout.fileno()
         self.wfd = self.proc.stdin.fileno()
         _send(self.wfd, _JOB, 0, 0, pickle.dumps((path, fp), 5))
+        try:  # room for a whole job in the pipe: fewer partial writes (Linux only; optional)
+            import fcntl
+
+            fcntl.fcntl(self.wfd, fcntl.F_SETPIPE_SZ, _PIPE_BYTES)
+        except (ImportError, AttributeError, OSError):
+            pass
+        os.set_blocking(self.wfd, False)
         self.ready = False
-        self.job = None  # the output index of the chunk in flight
+        self.jobs: deque[int] = deque()  # output indexes of the chunks sent, oldest first
+        self.outbox: deque[memoryview] = deque()  # job bytes the pipe has not taken yet
+
+    def flush(self) -> bool:
+        """Write what the pipe takes now; True when the outbox is empty."""
+        box = self.outbox
+        try:
+            while box:
+                n = os.write(self.wfd, box[0])
+                if n < len(box[0]):
+                    box[0] = box[0][n:]
+                    return False
+                box.popleft()
+        except BlockingIOError:
+            return False
+        except OSError:  # EPIPE: the worker is gone
+            raise self.died() from None
+        return True
 
     def died(self) -> TokmapError:
         try:  # its pipe closes a moment before the process can be reaped: give it that moment
@@ -167,10 +210,11 @@ class WorkerPool:
 
     def encode(self, texts, add_special_tokens, kwargs, as_array=False):
         """Every document's ids, in order: lists, or numpy uint32 arrays if as_array."""
-        queues = plan_chunks(texts, self.size)
+        weight = weights(texts)
+        queues = plan_chunks(texts, self.size, weight)
         order = sorted(c for q in queues for c in q)
         index = {c: k for k, c in enumerate(order)}  # chunk -> its place in the output
-        sched = _Scheduler(queues, texts)
+        sched = _Scheduler(queues, weight)
         job_payload = pickle.dumps((add_special_tokens, kwargs), 5)
         results: list = [None] * len(order)
         errors: dict[int, BaseException] = {}
@@ -180,31 +224,34 @@ class WorkerPool:
                 sel.register(w.rfd, selectors.EVENT_READ, w)
             for w in self.workers:
                 if w.ready:
-                    self._dispatch(w, sched, index, texts, job_payload, errors)
-            while any(w.job is not None or not w.ready for w in self.workers):
+                    self._feed(w, sched, index, texts, job_payload, errors, sel)
+            while any(w.jobs or not w.ready for w in self.workers):
                 events = sel.select(timeout=1.0)
                 if not events:
                     for w in self.workers:
                         if w.proc.poll() is not None:
                             raise w.died()
                     continue
-                for key, _ in events:
+                for key, mask in events:
                     w = key.data
+                    if key.fd == w.wfd:  # room in a pipe with job bytes waiting
+                        if w.flush():
+                            sel.unregister(w.wfd)
+                        continue
                     frame = _recv(w.rfd)
                     if frame is None:
                         raise w.died()
                     kind, job, count, payload = frame
-                    done = w.job
-                    w.job = None
                     if kind == _READY:
                         w.ready = True
-                    elif kind == _ERR:
-                        exc = _rebuild(payload)
-                        if not w.ready:
-                            raise exc  # the worker could not load the file
-                        errors[done] = exc
+                    elif kind == _ERR and not w.ready:
+                        raise _rebuild(payload)  # the worker could not load the file
+                    else:
+                        done = w.jobs.popleft()  # a worker answers its jobs in the order sent
+                        if kind == _ERR:
+                            errors[done] = _rebuild(payload)
                     # Feed the worker before unpacking, so it computes while the caller copies.
-                    self._dispatch(w, sched, index, texts, job_payload, errors)
+                    self._feed(w, sched, index, texts, job_payload, errors, sel)
                     if kind == _OK:
                         results[job] = (_unpack_np if as_array else _unpack)(payload, count)
         except BaseException:
@@ -216,20 +263,22 @@ class WorkerPool:
             raise errors[min(errors)]
         return [ids for chunk in results for ids in chunk]
 
-    def _dispatch(self, w: _Worker, sched, index, texts, job_payload, errors) -> None:
-        # After an error only chunks before the failing one matter: the first failure in input
-        # order is the one the sequential loop would raise.
-        chunk = sched.next_for(w.index)
-        while chunk is not None and errors and index[chunk] > min(errors):
+    def _feed(self, w: _Worker, sched, index, texts, job_payload, errors, sel) -> None:
+        """Queue jobs for w until IN_FLIGHT are out or none is left, and write what its pipe takes.
+        After an error only chunks before the failing one matter: the first failure in input
+        order is the one the sequential loop would raise."""
+        waiting = bool(w.outbox)
+        while len(w.jobs) < IN_FLIGHT:
             chunk = sched.next_for(w.index)
-        if chunk is None:
-            return
-        a, b = chunk
-        w.job = index[chunk]
-        try:
-            _send(w.wfd, _JOB, w.job, b - a, job_payload + pickle.dumps(texts[a:b], 5))
-        except OSError:  # EPIPE: the worker is gone
-            raise w.died() from None
+            while chunk is not None and errors and index[chunk] > min(errors):
+                chunk = sched.next_for(w.index)
+            if chunk is None:
+                break
+            a, b = chunk
+            w.jobs.append(index[chunk])
+            w.outbox.extend(_frame(_JOB, index[chunk], b - a, job_payload + pickle.dumps(texts[a:b], 5)))
+        if w.outbox and not waiting and not w.flush():
+            sel.register(w.wfd, selectors.EVENT_WRITE, w)
 
     def close(self) -> None:
         """Stop the workers (their stdin closes and they exit; any that lingers is killed)."""
@@ -265,12 +314,10 @@ class _Scheduler:
     """Each worker takes its own share front to back (a repeated batch lands on the caches that
     saw it); one that runs dry takes the last, smallest chunk of the share with most left."""
 
-    def __init__(self, queues, texts):
-        from collections import deque
-
+    def __init__(self, queues, weight: list[int]):
         self.queues = [deque(q) for q in queues]
-        self.left = [sum(len(t) for a, b in q for t in texts[a:b]) for q in queues]
-        self.texts = texts
+        self.left = [sum(sum(weight[a:b]) for a, b in q) for q in queues]
+        self.weight = weight
 
     def next_for(self, w: int):
         owner = w
@@ -280,19 +327,23 @@ class _Scheduler:
                 return None
             owner = max(busy, key=self.left.__getitem__)
         chunk = self.queues[owner].popleft() if owner == w else self.queues[owner].pop()
-        self.left[owner] -= sum(map(len, self.texts[chunk[0]:chunk[1]]))
+        self.left[owner] -= sum(self.weight[chunk[0]:chunk[1]])
         return chunk
 
 
 # -- framing ----------------------------------------------------------------------------------
-def _send(fd: int, kind: int, job: int, count: int, payload) -> None:
+def _frame(kind: int, job: int, count: int, payload) -> list[memoryview]:
+    """A frame as the buffers to write: header and payload (one buffer when small)."""
     body = memoryview(payload).cast("B")
     head = _FRAME.pack(kind, job, count, body.nbytes)
     if body.nbytes < 1 << 16:
-        _write_all(fd, memoryview(head + body.tobytes()))
-    else:  # large payload: two writes rather than a copy into one buffer
-        _write_all(fd, memoryview(head))
-        _write_all(fd, body)
+        return [memoryview(head + body.tobytes())]
+    return [memoryview(head), body]  # large payload: two writes rather than a copy into one buffer
+
+
+def _send(fd: int, kind: int, job: int, count: int, payload) -> None:
+    for mv in _frame(kind, job, count, payload):
+        _write_all(fd, mv)
 
 
 def _write_all(fd: int, mv: memoryview) -> None:
