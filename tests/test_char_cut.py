@@ -124,3 +124,43 @@ def test_bigram_lookup_equals_membership(name, exported):
     expect = [((x << 21) | y) in known for x, y in zip(a.tolist(), b.tolist())]
     got = table._bigram(a, b)
     assert got.tolist() == expect and 100 < sum(expect) < len(expect)
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_short_piece_cuts_follow_their_definition(name, exported, corpus):
+    """_subpieces (the cut regex, re.split, the left-char check) cuts a piece of 16-255 chars
+    exactly before each candidate char c at k >= 1 whose bigram (text[k-1], c) is inside no merge
+    result (and where c has no more than 64 such left chars), text[k-1] being a token of its own:
+    checked char by char against the cut table on real lines, and with chars that have no token."""
+    tok = tokmap.load(exported(name))
+    model = tok.model
+    tok.encode(corpus("en")[:2000])
+    if model._table is None:
+        model._build_table()
+    table = model._table
+    low = table.keys & np.uint64(0x1FFFFF)
+    bad = {}
+    for c in charcut.CANDIDATES:
+        if table.char_id[ord(c)] >= 0:
+            left = {chr(k) for k in (table.keys[low == ord(c)] >> np.uint64(21)).tolist()} | {c}
+            if len(left) <= 64:
+                bad[c] = left
+
+    def own_token(ch):
+        hit = model._resolve(ch)
+        return hit[0] is not None and not hit[1]
+
+    def expected(text):
+        cuts = [k for k in range(1, len(text)) if text[k] in bad and text[k - 1] not in bad[text[k]]
+                and own_token(text[k - 1])]
+        return [text[a:b] for a, b in zip([0] + cuts, cuts + [len(text)])]
+
+    lines = [ln.replace(" ", "\u2581") for c in ("en", "code", "multi") for ln in corpus(c).split("\n")[:3000]]
+    lines += ["a\u2581\u2581b\u2581>\u2581c\n\t\u2581\U0001F600\u2581end\u2581\u2581\u2581x" * 3,  # runs, an emoji left char
+              "\u2581" * 20 + "tail\u2581\u2581\tx" * 2, "\uE000\u2581a\uE001\u2581bcdefghijklmnop"]
+    checked = 0
+    for text in lines:
+        if 16 <= len(text) < 256:
+            assert model._subpieces(text) == expected(text), text
+            checked += 1
+    assert checked > 1000

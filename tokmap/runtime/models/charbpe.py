@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 from itertools import chain, compress, repeat
-from operator import is_, is_not, itemgetter
+from operator import add, is_, is_not, itemgetter
 
 from .bpe import BPE, batch_pays
 
@@ -144,8 +144,9 @@ class CharBPE(BPE):
             # cuts at once (re.split, C), each distinct left char checked once; a left char that
             # is no token of its own (rare) takes the loop below, which skips that cut.
             out, cache = rx.split(text), self.char_cache
-            if not out[0]:
-                del out[0]  # (a cut before the first char is none)
+            if len(out) == 1:
+                return out
+            out[1:] = map(add, out[1::2], out[2::2])  # each cut char starts the piece after it
             for c in set(map(itemgetter(-1), out[:-1])):
                 hit = cache.get(c)
                 if hit is None:
@@ -155,8 +156,8 @@ class CharBPE(BPE):
             else:
                 return out
             out, prev = [], 0
-            for m in rx.finditer(text, 1):
-                k = m.end()
+            for m in rx.finditer(text):
+                k = m.start()
                 c = text[k - 1]
                 hit = cache.get(c)
                 if hit is None:

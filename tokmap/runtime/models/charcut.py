@@ -102,8 +102,13 @@ class CutTable:
                     self.byte_id = np.array(bt, np.int64)
 
     def cut_regex(self):
-        """A regex matching (empty) before each CANDIDATES char c whose left neighbour b has no
-        "bc" inside a merge result; the caller still checks that b has its own token."""
+        """A regex matching each CANDIDATES char c (as its one group) whose left neighbour b has
+        no "bc" inside a merge result: re.split(text) is then [piece, c, rest of the next piece,
+        c, ...]. The caller glues each c to what follows it and still checks that b has its own
+        token. The char is matched first and its left neighbour looked at after, `(c(?<=[^bs]c)|..)`,
+        so the engine's search skips to candidate chars: a zero-width `(?<![bs])(?=c)` is tried
+        at every position (Gemma 3 over en.txt's lines: 33 -> 19 ms). No match at a text's first
+        char, which has no left neighbour (the zero-width form cut there, before nothing)."""
         alts = []
         low = self.keys & np.uint64(0x1FFFFF)
         for c in CANDIDATES:
@@ -113,8 +118,9 @@ class CutTable:
             bad.add(c)  # a run of c stays whole (and "cc" is usually a merge anyway)
             if len(bad) > 64:
                 continue
-            alts.append(f"(?<![{''.join(re.escape(x) for x in sorted(bad))}])(?={re.escape(c)})")
-        return re.compile("|".join(alts)) if alts else None
+            e = re.escape(c)
+            alts.append(f"{e}(?<=[^{''.join(re.escape(x) for x in sorted(bad))}]{e})")
+        return re.compile(f"({'|'.join(alts)})") if alts else None
 
     def split(self, text: str):
         """(cut positions, per-char ids) of a long piece: cuts are code-point indices, increasing."""
