@@ -48,6 +48,7 @@ class CharBPE(BPE):
         self._table = None if not self.prefix and not self.suffix else False
         self._cut_rx = None
         self.char_cache: dict[str, tuple | None] = {}
+        self._own_chars: set[str] = set()  # chars seen to start as their own token (no fallback)
         self._char_tok: dict[str, int] = {}  # chars that are tokens of their own (the batch's start)
         self.sub_cache: dict[str, tuple[int, ...]] = {}
         self._char_len = None  # every token's length in chars, for bpe_chunks (False: unusable)
@@ -147,12 +148,16 @@ class CharBPE(BPE):
             if len(out) == 1:
                 return out
             out[1:] = map(add, out[1::2], out[2::2])  # each cut char starts the piece after it
-            for c in set(map(itemgetter(-1), out[:-1])):
+            lefts = set(map(itemgetter(-1), out[:-1]))
+            if lefts <= self._own_chars:  # (one C-level subset test: a line's left chars are known)
+                return out
+            for c in lefts:
                 hit = cache.get(c)
                 if hit is None:
                     hit = cache[c] = self._resolve(c)
                 if hit[0] is None or hit[1]:
                     break
+                self._own_chars.add(c)
             else:
                 return out
             out, prev = [], 0
