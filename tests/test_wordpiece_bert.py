@@ -215,3 +215,32 @@ def test_marks_reordered_across_chars(minilm, tmp_path):
     hits = [t for t in texts if set(ref.encode(t).ids) & {vocab["e\u0323\u0301"], vocab["a\u0323\u0302x"]}]
     assert len(hits) >= 3, "the texts no longer reach the reordered entries: the test would not fail"
     _check(doc, tmp_path, texts + _texts(51))
+
+
+def test_vocab_search_equals_the_dict(exported, testdata):
+    """WordPiece looks words up by binary search over the mapped vocabulary until its str -> id dict
+    is built (a document, or DICT_AFTER lookups): both answer alike for every token, its neighbours
+    in byte order, prefixes and non-tokens; short encodes stay off the dict and equal tokenizers'."""
+    from tokenizers import Tokenizer
+
+    from tokmap.runtime.models import wordpiece
+
+    tok = tokmap.load(exported("minilm"))
+    model = tok.model
+    words = dict(model._words())  # built here for the comparison only
+    model._vocab, model.find = None, model._search
+    r = random.Random(5)
+    probes = list(words)
+    probes += [w + "x" for w in r.sample(probes, 2000)] + [w[:-1] for w in r.sample(probes, 2000) if len(w) > 1]
+    probes += ["##" + w for w in r.sample(probes, 2000)] + ["", "\u00e9t\u00e9", "\u4e2d\u6587", "\ud800", "x" * 300]
+    for w in probes:
+        assert model.lookup(w.encode("utf-8", "surrogatepass")) == words.get(w), w
+    fresh = tokmap.load(exported("minilm"))
+    ref = Tokenizer.from_file(str(model_source(testdata, "minilm")))
+    for text in ["Hello world", "unbelievably tokenized", "\u4e2d\u6587 caf\u00e9 ##x"]:
+        assert fresh.encode(text) == ref.encode(text).ids
+    assert fresh.model._vocab is None and 0 < fresh.model._searches < wordpiece.DICT_AFTER
+    while fresh.model._vocab is None:  # many short calls: the dict comes after DICT_AFTER searches
+        text = f"antidisestablishmentarianism {fresh.model._searches}"
+        assert fresh.encode(text) == ref.encode(text).ids
+    assert fresh.model.find == fresh.model._vocab.get
