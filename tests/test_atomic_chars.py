@@ -159,6 +159,53 @@ def test_premerge_respects_word_edges_and_neighbours():
     assert sym.tolist()[:1] == [300] and sym.tolist()[5:7] == [300, 300]
 
 
+def _premerge_by_hand(words, table):
+    """premerge_chars' definition, char by char: a multi-byte char with an entry becomes its token
+    when each side is a word edge or a neighbour its flags allow (1/2: ASCII/multi-byte on the
+    left, 4/8 on the right); everything else stays bytes."""
+    entries = {int(e) >> 40: (int(e) >> 32 & 0xFF, int(e) & 0xFFFFFFFF) for e in table}
+    sym, lens, raw, single = [], [], [], []
+    for w in words:
+        b, n, i = w.encode(), 0, 0
+        while i < len(b):
+            size = len(w[len(b[:i].decode()):][0].encode())
+            cp = ord(b[i:i + size].decode())
+            hit = entries.get(cp) if size > 1 else None
+            if hit is not None:
+                flags, tid = hit
+                left = i == 0 or flags & (1 if b[i - 1] < 0x80 else 2)
+                right = i + size == len(b) or flags & (4 if b[i + size] < 0x80 else 8)
+                if left and right:
+                    sym.append(tid), raw.append(b[i]), single.append(False)
+                    n, i = n + 1, i + size
+                    continue
+            for k in range(size):
+                sym.append(1000 + b[i + k]), raw.append(b[i + k]), single.append(True)
+            n, i = n + 1 * size, i + size
+        lens.append(n)
+    return sym, lens, raw, single
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_premerge_equals_its_definition(seed):
+    """premerge_chars, with and without the BMP index, on random words of 1- to 4-byte chars and
+    random tables with random flags."""
+    from tokmap.runtime.models.bpe_batch import bmp_index
+
+    r = random.Random(seed)
+    alphabet = ["a", "Z", " ", "\u00e9", "\u00df", "\u65e5", "\u672c", "\uac00", "\U0001F600", "\U00020000"]
+    table = np.array(sorted((ord(c) << 40) | (r.randrange(16) << 32) | (200 + k)
+                            for k, c in enumerate(alphabet) if ord(c) >= 0x80 and r.random() < 0.8), dtype="<u8")
+    words = ["".join(r.choice(alphabet) for _ in range(r.randrange(1, 9))) for _ in range(3000)]
+    raw = np.frombuffer("".join(words).encode(), dtype=np.uint8)
+    lengths = np.array([len(w.encode()) for w in words], dtype=np.int64)
+    want = _premerge_by_hand(words, table)
+    for bmp in (None, bmp_index(table)):
+        sym, new_len, new_raw, single = premerge_chars(1000 + raw.astype(np.int64), raw, lengths, table, bmp)
+        single = np.ones(len(sym), bool) if single is None else single
+        assert (sym.tolist(), new_len.tolist(), new_raw.tolist(), single.tolist()) == want
+
+
 def test_damaged_atomic_chars_is_refused(tmp_path):
     from conftest import testdata_file
     from test_hostile_files import check_error, with_section, write

@@ -59,7 +59,8 @@ class BPE(VocabFile):
         self._unreached_bytes = None  # ... their bytes, for files without a piece_hash section
         self._piece_hash = None  # (piece_hash table, token bytes, offsets) as numpy, once batching starts
         self._unreached_h = None  # piece hashes of the unreached tokens, with _whole
-        self._atomic = None  # the atomic_chars section as numpy, once batching starts
+        self._atomic = None  # the atomic_chars section as numpy, once batching starts ...
+        self._atomic_bmp = None  # ... and its BMP entries by code point (bpe_batch.bmp_index)
         self._present = None  # bpe_batch.hash_filter of the piece_hash table, once a batch is large
         self._tok_len = None  # byte length of every token (numpy), for bpe_chunks.glue ...
         self._longest = None  # ... and the longest
@@ -192,7 +193,7 @@ class BPE(VocabFile):
             if self._atomic is not None:  # characters whose token BPE forms first: start from it
                 from .bpe_batch import premerge_chars
 
-                sym, mlen, mraw, single = premerge_chars(sym, mraw, mlen, self._atomic)
+                sym, mlen, mraw, single = premerge_chars(sym, mraw, mlen, self._atomic, self._atomic_bmp)
             mfinal, mcounts = self._batch.merge(sym, mlen, self._merge, min_yield, mraw, single, self._byte_ids_np)
             counts[miss] = mcounts
         ends = np.cumsum(counts)
@@ -264,7 +265,7 @@ class BPE(VocabFile):
         if self._atomic is not None:
             from .bpe_batch import premerge_chars
 
-            sym, mlen, craw, single = premerge_chars(sym, craw, lengths, self._atomic)
+            sym, mlen, craw, single = premerge_chars(sym, craw, lengths, self._atomic, self._atomic_bmp)
         ids, counts = self._batch.merge(sym, mlen, self._merge, 0, craw, single, self._byte_ids_np)
         return ids.astype(np.int64), counts
 
@@ -307,6 +308,9 @@ class BPE(VocabFile):
             if len(self._atomic) and int((self._atomic & np.uint64(0xFFFFFFFF)).max()) >= len(self.off) - 1:
                 raise FormatError(f.path, "inconsistent file: token id outside the vocabulary",
                                   section="atomic_chars", offset=f.sections[mtok.SECTION_ATOMIC_CHARS][1])
+            from .bpe_batch import bmp_index
+
+            self._atomic_bmp = bmp_index(self._atomic)
         if f.has(mtok.SECTION_PIECE_HASH):  # optional: older files merge every piece
             self._piece_hash = (np.frombuffer(f.view(mtok.SECTION_PIECE_HASH, mtok.U64), dtype="<u8"),
                            np.frombuffer(self.tb, dtype=np.uint8), np.frombuffer(self.off, dtype="<u4"))

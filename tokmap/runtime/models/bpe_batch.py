@@ -293,28 +293,47 @@ class BatchMerger:
         return even & (monotone | word_first)
 
 
-def premerge_chars(sym: np.ndarray, raw: np.ndarray, lengths: np.ndarray, table: np.ndarray):
+def bmp_index(table: np.ndarray) -> np.ndarray:
+    """The atomic_chars entries of BMP code points by code point (0 where none), for premerge_chars:
+    one gather instead of a binary search per multi-byte character (512 KiB, built once)."""
+    out = np.zeros(0x10000, dtype=np.uint64)
+    bmp = table[(table >> np.uint64(40)) < np.uint64(0x10000)]
+    out[(bmp >> np.uint64(40)).astype(np.int64)] = bmp
+    return out
+
+
+def premerge_chars(sym: np.ndarray, raw: np.ndarray, lengths: np.ndarray, table: np.ndarray,
+                   bmp: np.ndarray | None = None):
     """(symbols, lengths, raw, single) with each atomic character's bytes replaced by its token:
     raw and single (None when nothing changed) as merge() takes them. sym: the words'
     byte symbols (byte_ids[raw]); table: the atomic_chars entries, code_point << 40 | flags << 32 |
-    id, ascending (flags: 1/2 ASCII/multi-byte neighbour on the left allowed, 4/8 on the right)."""
+    id, ascending (flags: 1/2 ASCII/multi-byte neighbour on the left allowed, 4/8 on the right);
+    bmp: bmp_index(table), optional. Costs O(multi-byte chars) but for the final compaction."""
     lead = np.flatnonzero(raw >= 0xC0)
     if not len(lead) or not len(table):
         return sym, lengths, raw, None
-    pad = np.concatenate((raw, np.zeros(4, dtype=np.uint8))).astype(np.int64)
-    b0, b1, b2, b3 = pad[lead], pad[lead + 1] & 0x3F, pad[lead + 2] & 0x3F, pad[lead + 3] & 0x3F
+    pad = np.concatenate((raw, np.zeros(4, dtype=np.uint8)))
+    b0 = pad[lead].astype(np.int32)
+    b1, b2 = pad[lead + 1].astype(np.int32) & 0x3F, pad[lead + 2].astype(np.int32) & 0x3F
     size = np.where(b0 >= 0xF0, 4, np.where(b0 >= 0xE0, 3, 2))
-    cp = np.where(size == 2, ((b0 & 0x1F) << 6) | b1,
-                  np.where(size == 3, ((b0 & 0x0F) << 12) | (b1 << 6) | b2,
-                           ((b0 & 0x07) << 18) | (b1 << 12) | (b2 << 6) | b3))
-    at = np.minimum(np.searchsorted(table, cp.astype(np.uint64) << np.uint64(40)), len(table) - 1)
-    entry = table[at]
-    found = (entry >> np.uint64(40)).astype(np.int64) == cp
+    cp = np.where(size == 2, ((b0 & 0x1F) << 6) | b1, ((b0 & 0x0F) << 12) | (b1 << 6) | b2)
+    astral = np.flatnonzero(size == 4)
+    if len(astral):
+        b3 = pad[lead[astral] + 3].astype(np.int32) & 0x3F
+        cp[astral] = ((b0[astral] & 0x07) << 18) | (b1[astral] << 12) | (b2[astral] << 6) | b3
+    if bmp is not None:
+        entry = bmp[np.minimum(cp, 0xFFFF)]  # (astral ones are looked up below)
+        if len(astral):
+            entry[astral] = table[np.minimum(np.searchsorted(table, cp[astral].astype(np.uint64) << np.uint64(40)),
+                                             len(table) - 1)]
+    else:
+        entry = table[np.minimum(np.searchsorted(table, cp.astype(np.uint64) << np.uint64(40)), len(table) - 1)]
+    found = (entry >> np.uint64(40)).astype(np.int32) == cp
     if not found.any():
         return sym, lengths, raw, None
-    flags = ((entry >> np.uint64(32)) & np.uint64(0xFF)).astype(np.int64)
+    flags = ((entry >> np.uint64(32)) & np.uint64(0xFF)).astype(np.int32)
     ends = np.cumsum(lengths)
-    wid = np.repeat(np.arange(len(lengths)), lengths)[lead]
+    wid = np.searchsorted(ends, lead, side="right")  # the word of each lead (leads ascend)
     at_start = lead == ends[wid] - lengths[wid]
     at_end = lead + size == ends[wid]
     prev_ascii = pad[lead - 1] < 0x80  # lead 0 reads the padding, but is a word start anyway
@@ -324,13 +343,17 @@ def premerge_chars(sym: np.ndarray, raw: np.ndarray, lengths: np.ndarray, table:
     ok = np.flatnonzero(found & left_ok & right_ok)
     if not len(ok):
         return sym, lengths, raw, None
-    sym = sym.copy()
-    sym[lead[ok]] = (entry[ok] & np.uint64(0xFFFFFFFF)).astype(sym.dtype)
     keep = np.ones(len(sym), dtype=bool)
     for d in (1, 2, 3):
         sel = ok[size[ok] > d]
         keep[lead[sel] + d] = False
     dropped = np.bincount(wid[ok], weights=size[ok] - 1, minlength=len(lengths)).astype(np.int64)
-    single = np.ones(len(sym), dtype=bool)
-    single[lead[ok]] = False
-    return sym[keep], lengths - dropped, raw[keep], single[keep]
+    idx = np.flatnonzero(keep)
+    # Where each premerged char's lead lands once the continuation bytes are gone.
+    gone = np.cumsum(size[ok] - 1) - (size[ok] - 1)
+    at = lead[ok] - gone
+    out = sym[idx]
+    out[at] = (entry[ok] & np.uint64(0xFFFFFFFF)).astype(out.dtype)
+    single = np.ones(len(idx), dtype=bool)
+    single[at] = False
+    return out, lengths - dropped, raw[idx], single
