@@ -111,9 +111,13 @@ class BPE(VocabFile):
         """Each piece's ids, as an iterator (chained straight into the caller's list). The distinct
         pieces the cache lacks are encoded (in one batch when they are many) and remembered first,
         so every piece is then one lookup. Deduplicating the whole list and asking the cache once
-        per distinct piece costs less than asking it once per piece: text repeats its words."""
+        per distinct piece costs less than asking it once per piece: text repeats its words.
+        The distinct pieces stay in first-occurrence order, which is the order findall made them
+        in and so their order in memory: a set's order scatters them, and every pass over the
+        misses then pays in cache and TLB misses (10^6 random letters under o200k: 371-405 ms in
+        this order, 504-796 ms in a set's; len() over 154K of them 4.7 against 30 ms)."""
         cache = self.piece_cache
-        distinct = set(pieces)  # (a set hashes 333K digit pieces in 8.5 ms, dict.fromkeys in 11)
+        distinct = dict.fromkeys(pieces)
         if len(cache) + len(distinct) > CACHE_MAX:
             cache.clear()  # emptied before this call's pieces go in, never between them
         misses = list(filterfalse(cache.__contains__, distinct)) if cache else list(distinct)
