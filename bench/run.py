@@ -6,8 +6,8 @@
 
 For each model it converts the source where a library has its own format (tokmap .mtok, kitoken
 .kit, tokie .tkz, all under bench/out/), times loads (median of several, in-process), then for each
-corpus times a cold encode (first call on a freshly loaded object; the median over up to 3 such
-objects) and a warm one (further calls on the first object), and checks each peer's ids against tokmap's. Everything runs single-threaded, and each
+corpus times a cold encode (first call on a freshly loaded object) and a warm one (second call on
+that object), and checks each peer's ids against tokmap's. Everything runs single-threaded, and each
 model in a fresh child process (run_model_isolated), all libraries of that model in that process.
 Then the issue-4 parts: hostile input (bench/hostile.py), whole-process cold start (bench/cold_start.py),
 encode_batch with 2 workers (bench/batch.py); short strings run per model. `--targets-only` runs only what
@@ -148,12 +148,6 @@ def _first_diff(a: list[int], b: list[int]) -> str:
 
 WARM_CALLS = 3
 WARM_BUDGET_S = 1.0
-# cold: the median over up to COLD_RUNS freshly loaded objects (one first call each), stopping once
-# the cold calls have taken COLD_BUDGET_S; every library alike. One first call alone moved by up to
-# 2.5x between two runs of the same code (gpt4o en: 6.3 and 2.4 MiB/s), and a single sample
-# decided the cells on either side of a threshold.
-COLD_RUNS = 3
-COLD_BUDGET_S = 3.0
 
 
 def measure_encode(adapter, path: Path, model, text: str, nbytes: int, tokmap_ids) -> dict:
@@ -164,14 +158,6 @@ def measure_encode(adapter, path: Path, model, text: str, nbytes: int, tokmap_id
         t0 = _now()
         ids = adapter.encode(obj, model, text)
         t1 = _now()
-        colds = [t1 - t0]
-        while len(colds) < COLD_RUNS and sum(colds) < COLD_BUDGET_S:
-            fresh = adapter.load(path, model)
-            gc.collect()
-            t_a = _now()
-            adapter.encode(fresh, model, text)
-            colds.append(_now() - t_a)
-            del fresh
         # warm: the best of up to WARM_CALLS further calls (one call of a few ms is mostly noise on
         # a shared machine), stopping once they have taken WARM_BUDGET_S; every library alike.
         warm, spent, stable = None, 0.0, True
@@ -191,8 +177,8 @@ def measure_encode(adapter, path: Path, model, text: str, nbytes: int, tokmap_id
         row.update(status="error", reason=_short_error(e))
         _log(f"    {adapter.name}: ERROR {row['reason']}")
         return row
-    cold = statistics.median(colds)
-    row.update(status="ok", cold_s=cold, cold_runs=len(colds), warm_s=warm, cold_mibs=nbytes / MiB / cold, warm_mibs=nbytes / MiB / warm,
+    cold = t1 - t0
+    row.update(status="ok", cold_s=cold, warm_s=warm, cold_mibs=nbytes / MiB / cold, warm_mibs=nbytes / MiB / warm,
                n_ids=len(ids), stable=stable)
     if adapter.name == "tokmap":
         row["ids"] = ids
