@@ -232,7 +232,7 @@ class WorkerPool:
                         if w.proc.poll() is not None:
                             raise w.died()
                     continue
-                for key, mask in events:
+                for key, _ in events:
                     w = key.data
                     if key.fd == w.wfd:  # room in a pipe with job bytes waiting
                         if w.flush():

@@ -31,8 +31,9 @@ class WordPiece(VocabFile):
         self.find = self._search  # text -> id | None: binary search, then the dict's get
 
     def _words(self) -> dict[str, int]:
-        """Token text -> id, built on first use: a WordPiece word costs several lookups, and a
-        binary search over the mapped ids is microseconds each. Keyed by str so that a slice of
+        """Token text -> id, built once a call or the searches before it show it pays (see the
+        module docstring): a WordPiece word costs several lookups, and a binary search over the
+        mapped ids is microseconds each. Keyed by str so that a slice of
         the word is looked up without encoding it (surrogatepass both ways keeps every key that an
         encoded slice could equal; bytes no slice encodes to are left out)."""
         v = self._vocab
