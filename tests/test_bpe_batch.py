@@ -134,8 +134,8 @@ def test_batch_merge_on_gpt2_matches_scalar_path():
 
 def test_encode_pieces_cache_states(monkeypatch):
     """encode_pieces gives each piece's scalar ids whatever the cache holds: empty, some of the
-    pieces, all of them; with pieces too long to remember; and when the cache limit empties it
-    (set low here) -- and the cache then holds exactly the short pieces it was given."""
+    pieces, all of them; with long pieces (remembered within their budget); and when the cache
+    limit empties it (set low here) -- and the cache then holds exactly the pieces it was given."""
     from tokmap.runtime.models import bpe
 
     model = tokmap.load(_gpt2_export()).model
@@ -147,7 +147,7 @@ def test_encode_pieces_cache_states(monkeypatch):
     half = pieces[: len(pieces) // 2]
     for ps in (half, pieces, pieces, half + long_ones + half, long_ones):
         assert model.encode_pieces(ps) == expect(ps)
-    assert not any(len(p) > bpe.CACHE_PIECE for p in model.piece_cache)
+    assert {p for p in model.piece_cache if len(p) > bpe.CACHE_PIECE} == set(long_ones)
     monkeypatch.setattr(bpe, "CACHE_MAX", 50)
     model.piece_cache.clear()
     model.encode_pieces(half[:20])
@@ -232,3 +232,27 @@ def test_damaged_derived_sections_are_refused(tmp_path):
         tok.encode_ordinary(open(_data("corpus/en.txt"), encoding="utf-8").read()[:60000])
     check_error(ei.value, bad, "unreached", MtokFile(bad).sections[mtok.SECTION_UNREACHED][1],
                 "outside the vocabulary")
+
+
+def test_long_pieces_cached_within_their_budget(monkeypatch):
+    """Pieces longer than CACHE_PIECE are remembered while their chars fit LONG_CACHE_CHARS (set
+    low here); one that would pass it drops the long ones first, one above LONG_PIECE_MAX is never
+    kept, short pieces stay; the ids are the scalar path's on every call, first or repeated."""
+    import tokmap.runtime.models as models
+    from tokmap.runtime.models import bpe
+
+    monkeypatch.setattr(models, "LONG_CACHE_CHARS", 1000)
+    monkeypatch.setattr(models, "LONG_PIECE_MAX", 600)
+    model = tokmap.load(_gpt2_export()).model
+    rng = random.Random(5)
+    a, b, c, d = ("".join(rng.choice("abcdefgh") for _ in range(n)) for n in (300, 400, 500, 700))
+    scalar = {p: tuple(model._merge(model._symbols(p.encode("utf-8")))) for p in (a, b, c, d, " the")}
+    longs = lambda: {p for p in model.piece_cache if len(p) > bpe.CACHE_PIECE}  # noqa: E731
+    for ps, held in (([a, " the"], {a}), ([b, a], {a, b}), ([c], {c}), ([d, c], {c}), ([a, b, a], {b}),
+                     ([a], {a, b}), ([d], {a, b})):
+        assert model.encode_pieces(ps) == [i for p in ps for i in scalar[p]]
+        assert longs() == held, ps
+        assert model._long.chars == sum(map(len, held)) <= 1000
+    assert " the" in model.piece_cache
+    assert model.encode_piece(c) == scalar[c] and longs() == {c}  # the scalar path alike
+    assert model.encode_piece(c) == scalar[c] and model.encode_piece(d) == scalar[d] and longs() == {c}

@@ -98,6 +98,30 @@ def test_long_pieces_whatever_the_sub_piece_cache_holds(name, exported, corpus, 
     assert tok.model.sub_cache
 
 
+def test_gemma3_long_lines_remembered_within_budget(exported, corpus, testdata, monkeypatch):
+    """Gemma 3's pieces are whole lines: those longer than the piece cache's short limit are
+    remembered while their chars fit LONG_CACHE_CHARS (set low here, so a long text passes it and
+    drops them), and every call -- first, repeated, after a drop -- equals tokenizers' ids."""
+    from tokenizers import Tokenizer
+
+    import tokmap.runtime.models as models
+
+    monkeypatch.setattr(models, "LONG_CACHE_CHARS", 3000)
+    monkeypatch.setattr(models, "LONG_PIECE_MAX", 1000)
+    ref = Tokenizer.from_file(str(testdata / "models" / "gemma3" / "tokenizer.json"))
+    lines = [ln for ln in corpus("wagahai").split("\n") if 60 < len(ln) < 900]
+    assert len(lines) > 40
+    tok = tokmap.load(exported("gemma3"))
+    model = tok.model
+    long_keys = lambda: {p for p in model.piece_cache if len(p) > 48}  # noqa: E731
+    first, rest = "\n".join(lines[:3]), "\n".join(lines[3:40])
+    for text in (first, first, rest, first, first):
+        assert tok.encode(text) == ref.encode(text).ids
+        assert 0 < model._long.chars <= 3000 and sum(map(len, long_keys())) == model._long.chars
+    assert long_keys() <= {p.replace(" ", "\u2581") for p in lines[:3]} | {"\u2581" + p.replace(" ", "\u2581")
+                                                                          for p in lines[:3]}
+
+
 def charbpe_long() -> int:
     from tokmap.runtime.models.charbpe import LONG_TEXT
 

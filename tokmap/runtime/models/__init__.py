@@ -12,6 +12,46 @@ from operator import is_
 
 WORD_CACHE_MAX = 1 << 16  # words; a word cache is emptied when it grows past this
 WORD_CACHE_LEN = 64  # chars; longer words are not remembered
+LONG_CACHE_CHARS = 1 << 20  # chars; the long pieces a BPE piece cache holds, in all (LongPieces)
+LONG_PIECE_MAX = LONG_CACHE_CHARS // 4  # chars; a longer piece is never remembered
+
+
+class LongPieces:
+    """The long pieces a piece cache holds, bounded by their total length.
+
+    A piece cache keeps every short piece; a long one (a line of unspaced CJK, Gemma's whole
+    lines, a minified file) costs memory in proportion to its length, so these are kept while
+    their chars add up to at most LONG_CACHE_CHARS, and all of them are dropped together when a
+    new one would pass that. Text encoded again (a long prompt sent with every request, a
+    document re-read) then costs one lookup per long piece instead of a merge."""
+
+    __slots__ = ("keys", "chars")
+
+    def __init__(self):
+        self.keys: list[str] = []
+        self.chars = 0
+
+    def add(self, cache: dict, piece: str, ids):
+        """Remember piece -> ids in cache if it may be; returns the ids to hand out: a tuple when
+        remembered (callers may change a list they are given; never the cache's), else ids."""
+        n = len(piece)
+        if n > LONG_PIECE_MAX:
+            return ids
+        if self.chars + n > LONG_CACHE_CHARS:
+            for k in self.keys:
+                cache.pop(k, None)
+            self.reset()
+        if type(ids) is not tuple:
+            ids = tuple(ids)
+        cache[piece] = ids
+        self.keys.append(piece)
+        self.chars += n
+        return ids
+
+    def reset(self) -> None:
+        """After the cache itself was emptied."""
+        self.keys = []
+        self.chars = 0
 
 
 def encode_cached(cache: dict, words: list[str], encode_one) -> list[int]:

@@ -17,6 +17,7 @@ from itertools import chain, filterfalse
 
 from ... import mtok
 from ...errors import FormatError
+from . import LongPieces
 from .vocab import VocabFile
 
 INF = 1 << 62
@@ -27,7 +28,7 @@ BATCH_WORD = 256  # bytes; longer pieces are batch-merged one by one while round
 SLOW_ROUND = 32  # ... that is, while a round merges at least 1/32 of a long piece's symbols
 CHUNK_PIECE = 4096  # bytes; a piece this long (and longer than any token) is merged in chunks
 FILTER_WORDS = 4096  # words in one batch from which the hash filter (~2 ms to build) pays for itself
-CACHE_PIECE = 256  # chars; longer pieces are not remembered
+CACHE_PIECE = 256  # chars; longer pieces are remembered within a budget (models.LongPieces)
 CACHE_MAX = 1 << 19  # pieces; the cache is emptied when it grows past this
 
 
@@ -52,6 +53,7 @@ class BPE(VocabFile):
         self.n_keys = len(self.keys)
         self.pair_cache: dict[int, tuple[int, int]] = {}
         self.piece_cache: dict[str, tuple[int, ...]] = {}
+        self._long = LongPieces()  # the pieces longer than CACHE_PIECE in piece_cache
         self._f = f
         self._batch = None  # BatchMerger, built on the first large miss set
         self._byte_ids_np = None
@@ -93,8 +95,10 @@ class BPE(VocabFile):
                 out = (i,)
         if out is None:
             out = tuple(self._merge(self._symbols(data)))
-        if len(text) <= CACHE_PIECE:  # bound the cache by what is worth remembering
+        if len(text) <= CACHE_PIECE:
             self.piece_cache[text] = out
+        else:
+            self._long.add(self.piece_cache, text, out)
         return out
 
     def encode_pieces(self, pieces: list[str]) -> list[int]:
@@ -120,6 +124,7 @@ class BPE(VocabFile):
         distinct = dict.fromkeys(pieces)
         if len(cache) + len(distinct) > CACHE_MAX:
             cache.clear()  # emptied before this call's pieces go in, never between them
+            self._long.reset()
         misses = list(filterfalse(cache.__contains__, distinct)) if cache else list(distinct)
         if not misses:
             return map(cache.__getitem__, pieces)
@@ -130,6 +135,9 @@ class BPE(VocabFile):
             return map(cache.__getitem__, pieces)
         got = dict(zip(misses, out))
         cache.update(kv for kv in got.items() if len(kv[0]) <= CACHE_PIECE)
+        for p, ids in got.items():
+            if len(p) > CACHE_PIECE and p not in cache:  # (encode_piece may have added it)
+                self._long.add(cache, p, ids)
         got.update((p, cache[p]) for p in distinct if p not in got)
         return map(got.__getitem__, pieces)
 

@@ -18,6 +18,7 @@ import re
 from itertools import chain, compress, repeat
 from operator import add, is_, is_not, itemgetter
 
+from . import bpe
 from .bpe import BPE, batch_pays
 
 LONG_TEXT = 256  # chars; from here a piece is cut by the numpy bigram table (models/charcut.py)
@@ -221,6 +222,8 @@ class CharBPE(BPE):
                 out = tuple(chain.from_iterable(parts))
         if len(text) <= 48:
             self.piece_cache[text] = out
+        else:
+            out = self._long.add(self.piece_cache, text, out)
         return out
 
     def encode_words(self, words: list[str]):
@@ -239,6 +242,9 @@ class CharBPE(BPE):
         if self.ignore_merges:
             return list(map(self.encode_piece, words))
         fresh = dict.fromkeys(compress(words, map(is_, parts, repeat(None))))
+        if len(cache) + len(fresh) > bpe.CACHE_MAX:  # (parts holds its hits already)
+            cache.clear()
+            self._long.reset()
         if self._table is None and max(map(len, fresh)) >= 64:
             self._build_table()
         short = [w for w in fresh if w and (len(w) < LONG_TEXT or not self._table)]
@@ -256,6 +262,8 @@ class CharBPE(BPE):
             fresh[w] = ids
             if len(w) <= 48:
                 cache[w] = ids
+            else:
+                self._long.add(cache, w, ids)
         for w, ids in fresh.items():
             if ids is None:  # long pieces (encode_long batches their own parts), ""
                 fresh[w] = self.encode_piece(w)
