@@ -167,3 +167,56 @@ def test_added_token_at_end_keeps_its_length():
         [(None, 0, 2), ("</s>", 2, 6)]
     assert [(t.content if t else None, s, e) for t, s, e in m.split("</s>x<s>")] == \
         [("</s>x", 0, 5), ("<s>", 5, 8)]
+
+
+def _leftmost_longest(contents, text):
+    """The definition: scanning left to right, the longest token starting at a position is taken,
+    and the scan goes on after it; the text between tokens is one stretch."""
+    out, pos, start = [], 0, 0
+    while pos < len(text):
+        best = max((t for t in contents if text.startswith(t, pos)), key=len, default=None)
+        if best is None:
+            pos += 1
+            continue
+        if start < pos:
+            out.append((None, start, pos))
+        out.append((best, pos, pos + len(best)))
+        pos = start = pos + len(best)
+    if start < len(text):
+        out.append((None, start, len(text)))
+    return out
+
+
+@pytest.mark.parametrize("case", ["gemma3", "runs_and_others", "gapped_run", "run_char_starts_more",
+                                  "many_others"])
+def test_matcher_is_leftmost_longest(case, testdata):
+    """Matcher.split against the definition, on token sets that take each of its search regexes:
+    runs matched whole by the regex (Gemma 3's 6,415 tokens: runs of newlines, tabs and spaces,
+    plus markup), a run with a missing length or sharing its char with another token (checked as
+    any token), and more first chars than the literal alternatives allow (one class)."""
+    import random
+
+    from tokmap.runtime.added import MAX_LITERAL_FIRSTS, AddedToken, Matcher
+
+    rng = random.Random(case)
+    if case == "gemma3":
+        doc = json.loads((testdata / "models" / "gemma3" / "tokenizer.json").read_text(encoding="utf-8"))
+        contents = [a["content"] for a in doc["added_tokens"]]
+    else:
+        contents = ["\n" * n for n in range(1, 9)] + ["\u2581" * n for n in range(2, 6)] + ["<s>", "</s>", "<s>x"]
+        if case == "gapped_run":
+            contents.remove("\n" * 4)
+        elif case == "run_char_starts_more":
+            contents.append("\n<")
+        elif case == "many_others":
+            contents += [chr(0x4E00 + k) + "x" for k in range(MAX_LITERAL_FIRSTS + 1)]
+    toks = {c: AddedToken(i, c, False, False, False, False, False) for i, c in enumerate(contents)}
+    m = Matcher(toks, lambda c: False)
+    assert bool(m.runs) == (case != "many_others")
+    alphabet = ["\n", "\t", " ", "\u2581", "<", ">", "s", "/", "x", "a", "\u4e00", "[", "]"]
+    pieces = alphabet + sorted(contents, key=len)[:200] + rng.sample(contents, min(200, len(contents)))
+    texts = ["".join(rng.choice(pieces) for _ in range(rng.randrange(1, 60))) for _ in range(1500)]
+    texts += ["\n" * 70, "\u2581" * 33 + "\n" * 3, "\u2581", "a\u2581b", "\t" * 31 + "\t"]
+    for text in texts:
+        got = [(t.content if t else None, s, e) for t, s, e in m.split(text)]
+        assert got == _leftmost_longest(contents, text), repr(text)

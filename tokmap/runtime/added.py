@@ -14,6 +14,9 @@ WHITE_SPACE = frozenset("\t\n\x0b\x0c\r \x85\xa0\u1680\u2000\u2001\u2002\u2003\u
                         "\u2009\u200a\u2028\u2029\u202f\u205f\u3000")
 
 
+MAX_LITERAL_FIRSTS = 32  # first chars of non-run tokens beside runs in Matcher's search regex
+
+
 class AddedToken:
     __slots__ = ("id", "content", "special", "normalized", "lstrip", "rstrip", "single_word")
 
@@ -65,26 +68,46 @@ class Matcher:
         self.lengths = {c: sorted({len(t) for t in group}, reverse=True) for c, group in by_first.items()}
         self.prefix2 = {c: frozenset(t[:2] for t in group if len(t) > 1) for c, group in by_first.items()}
         self.by_first = by_first
-        self.first = re.compile("[" + "".join(map(_class_escape, sorted(by_first))) + "]") if by_first else None
+        # A first char whose tokens are all the runs c * a .. c * b, every length between (Gemma 3:
+        # newlines, tabs, spaces), is matched whole by c c{a-1,b-1} in the search regex itself:
+        # greedy, so the longest run token where one starts. Every alternative starts with its
+        # literal char, which lets sre skip ahead to the next candidate as a one-class regex
+        # does; the other first chars are literal alternatives, checked as above -- when there
+        # are few (each costs a test at every candidate), else all go by the class.
+        runs = {}
+        for c, group in by_first.items():
+            lens = sorted(map(len, group))
+            if all(t == c * len(t) for t in group) and lens == list(range(lens[0], lens[-1] + 1)):
+                e = re.escape(c)
+                runs[c] = e + (f"{e}{{{lens[0] - 1},{lens[-1] - 1}}}" if lens[-1] > 1 else "")
+        others = sorted(set(by_first) - set(runs))
+        if runs and len(others) <= MAX_LITERAL_FIRSTS:
+            self.runs = frozenset(runs)
+            self.first = re.compile("|".join([runs[c] for c in sorted(runs)] + list(map(re.escape, others))))
+        else:
+            self.runs = frozenset()
+            self.first = re.compile("[" + "".join(map(_class_escape, sorted(by_first))) + "]") if by_first else None
 
     def _next(self, text: str, pos: int):
         """(start, end, token) of the leftmost-longest match at or after pos, or None."""
-        search = self.first.search
+        search, runs, tokens = self.first.search, self.runs, self.tokens
         while True:
             m = search(text, pos)
             if m is None:
                 return None
             p = m.start()
             c = text[p]
+            if c in runs:
+                return p, m.end(), tokens[m.group()]
             if text[p:p + 2] in self.prefix2[c]:
-                tokens, room = self.tokens, len(text) - p
+                room = len(text) - p
                 for n in self.lengths[c]:
                     if n <= room:
                         tok = tokens.get(text[p:p + n])
                         if tok is not None:
                             return p, p + n, tok
             else:
-                tok = self.tokens.get(c)  # no longer token can start here
+                tok = tokens.get(c)  # no longer token can start here
                 if tok is not None:
                     return p, p + 1, tok
             pos = p + 1
