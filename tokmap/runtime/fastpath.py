@@ -50,7 +50,19 @@ def build(pipe):
         return None
     if not pipe.normalizers:
         return _run(pipe, words, enc)
+    if _char_for_char(pipe.normalizers):
+        return _run(pipe, words, enc, whole=lambda text: pipe.normalize(text)[0])
     return _run(pipe, lambda stretch: words(pipe.normalize(stretch)[0]), enc)
+
+
+def _char_for_char(steps) -> bool:
+    """True when every normalizer replaces one literal char by one char (Gemma's " " -> "\u2581"):
+    then normalizing a whole text and cutting it equals normalizing each cut, so a text with
+    thousands of added-token stretches (each newline in Gemma 3) is normalized in one C call."""
+    from .sp_normalizers import Replace
+
+    return all(type(s) is Replace and s.literal is not None and len(s.literal) == 1 and len(s.content) == 1
+               for s in steps)
 
 
 def _split_is_void(pipe) -> bool:
@@ -81,19 +93,21 @@ def _chained(pipe, memo, words):
     return stretch_words
 
 
-def _run(pipe, stretch_words, enc):
+def _run(pipe, stretch_words, enc, whole=None):
     """text -> ids: raw-pass added tokens cut the text, stretch_words(stretch) (normalized and
-    pre-tokenized) feeds the model's encode_words."""
+    pre-tokenized) feeds the model's encode_words. whole(text): the normalized text, of the same
+    length, when stretches may be cut from it (_char_for_char); stretch_words then only splits."""
     raw = pipe.raw_matcher
     parts_of = getattr(pipe.model, "encode_word_parts", None)
 
     def run(text: str) -> list[int]:
         spans = [(None, 0, len(text))] if raw is None else raw.split(text)
         ids: list[int] = []
+        src = text if whole is None else whole(text)
         if parts_of is not None and len(spans) > 2:
             # One model call for the words of every stretch, so that its misses merge in one
             # batch (Gemma 3: each newline is an added token, each line a stretch).
-            units = [(tok, None if tok is not None or e <= s else stretch_words(text[s:e])) for tok, s, e in spans]
+            units = [(tok, None if tok is not None or e <= s else stretch_words(src[s:e])) for tok, s, e in spans]
             parts = iter(parts_of(list(chain.from_iterable(w for _, w in units if w))))
             for tok, words in units:
                 if tok is not None:
@@ -102,13 +116,13 @@ def _run(pipe, stretch_words, enc):
                     ids.extend(chain.from_iterable(islice(parts, len(words))))
             return ids
         if len(spans) == 1 and spans[0][0] is None and text:  # one stretch: its ids as they come
-            got = enc(stretch_words(text))
+            got = enc(stretch_words(src))
             return got if type(got) is list else list(got)  # (a list is the model's fresh one)
         for tok, s, e in spans:
             if tok is not None:
                 ids.append(tok.id)
             elif e > s:
-                ids.extend(enc(stretch_words(text[s:e])))
+                ids.extend(enc(stretch_words(src[s:e])))
         return ids
 
     return run
