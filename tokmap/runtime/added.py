@@ -8,6 +8,9 @@ whitespace that never reaches back into the previous match.
 from __future__ import annotations
 
 import re
+from functools import partial
+from itertools import groupby
+from operator import itemgetter
 
 # Rust's char::is_whitespace (Unicode White_Space), fixed since Unicode 6.
 WHITE_SPACE = frozenset("\t\n\x0b\x0c\r \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008"
@@ -17,29 +20,45 @@ WHITE_SPACE = frozenset("\t\n\x0b\x0c\r \x85\xa0\u1680\u2000\u2001\u2002\u2003\u
 MAX_LITERAL_FIRSTS = 32  # first chars of non-run tokens beside runs in Matcher's search regex
 
 
-class AddedToken:
-    __slots__ = ("id", "content", "special", "normalized", "lstrip", "rstrip", "single_word")
+class AddedToken(tuple):
+    """(id, content, special, normalized, lstrip, rstrip, single_word), fields by name.
 
-    def __init__(self, id, content, special, normalized, lstrip, rstrip, single_word):
-        self.id, self.content, self.special, self.normalized = id, content, special, normalized
-        self.lstrip, self.rstrip, self.single_word = lstrip, rstrip, single_word
+    A tuple, so that parse() makes thousands (Gemma 3: 6,415, on the first encode) from the parsed
+    JSON lists by C-level calls, and reads its fields by C-level getters."""
+
+    __slots__ = ()
+
+    def __new__(cls, id, content, special, normalized, lstrip, rstrip, single_word):
+        return tuple.__new__(cls, (id, content, special, normalized, lstrip, rstrip, single_word))
+
+    id = property(itemgetter(0))
+    content = property(itemgetter(1))
+    special = property(itemgetter(2))
+    normalized = property(itemgetter(3))
+    lstrip = property(itemgetter(4))
+    rstrip = property(itemgetter(5))
+    single_word = property(itemgetter(6))
+
+
+_FIELD_TYPES = (int, str, bool, bool, bool, bool, bool)
 
 
 def parse(items) -> list[AddedToken]:
-    out = []
-    append = out.append
-    # Checked with exact type tests and no generator: Gemma 3 has 6,415 entries, and this runs on
-    # the first encode.
-    for it in items:
-        # [id, content, special, normalized, lstrip, rstrip, single_word]
-        if type(it) is not list or len(it) != 7:
-            raise ValueError(f"bad added-token entry {str(it)[:60]}")
-        i, content, a, b, c, d, e = it
-        if type(i) is not int or type(content) is not str or not content or type(a) is not bool \
-                or type(b) is not bool or type(c) is not bool or type(d) is not bool or type(e) is not bool:
-            raise ValueError(f"bad added-token entry {str(it)[:60]}")
-        append(AddedToken(i, content, a, b, c, d, e))
-    return out
+    """The added_tokens section's JSON list of [id, content, special, normalized, lstrip, rstrip,
+    single_word] entries as AddedTokens; ValueError naming the first bad entry."""
+    if type(items) is not list:
+        raise ValueError("added tokens: not a list")
+    # Every check is a C-level pass over a column (exact types: bool is no int id, int no flag).
+    ok = set(map(type, items)) <= {list} and set(map(len, items)) <= {7}
+    if ok and items:
+        cols = list(zip(*items))
+        ok = all(set(map(type, col)) == {t} for col, t in zip(cols, _FIELD_TYPES)) and all(cols[1])
+    if not ok:
+        for it in items:
+            if type(it) is not list or len(it) != 7 or not it[1] \
+                    or any(type(v) is not t for v, t in zip(it, _FIELD_TYPES)):
+                raise ValueError(f"bad added-token entry {str(it)[:60]}")
+    return list(map(partial(tuple.__new__, AddedToken), items))
 
 
 class Matcher:
@@ -56,17 +75,17 @@ class Matcher:
     def __init__(self, tokens: dict[str, AddedToken], is_word_char):
         self.tokens = tokens
         self.is_word_char = is_word_char
-        by_first: dict[str, list[str]] = {}
-        for content in tokens:
-            by_first.setdefault(content[0], []).append(content)
+        by_first = {c: list(group) for c, group in groupby(sorted(tokens), itemgetter(0))}
         # Per first char: the distinct token lengths, longest first (one slice + dict lookup each,
         # not a startswith per token: Llama 3 has 256 tokens starting with "<"), and the two-char
         # prefixes, which reject most occurrences of the char in text at once.
         # A char that is itself a token is answered at once where the next char starts no longer
         # token (Gemma 3: "\n" and runs of up to 31 "\n"s, so each lone newline in text would
         # otherwise cost 31 slices).
-        self.lengths = {c: sorted({len(t) for t in group}, reverse=True) for c, group in by_first.items()}
-        self.prefix2 = {c: frozenset(t[:2] for t in group if len(t) > 1) for c, group in by_first.items()}
+        self.lengths = {c: sorted(set(map(len, group)), reverse=True) for c, group in by_first.items()}
+        # (a one-char token's "prefix" is itself: it equals text[p:p + 2] only at the text's end,
+        # where the lengths loop finds it all the same)
+        self.prefix2 = {c: frozenset(map(itemgetter(slice(0, 2)), group)) for c, group in by_first.items()}
         self.by_first = by_first
         # A first char whose tokens are all the runs c * a .. c * b, every length between (Gemma 3:
         # newlines, tabs, spaces), is matched whole by c c{a-1,b-1} in the search regex itself:

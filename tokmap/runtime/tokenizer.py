@@ -161,10 +161,11 @@ class Tokenizer:
                     added = added_mod.parse(self._json_section(mtok.SECTION_ADDED_TOKENS, list))
                 except ValueError as e:
                     raise FormatError(self.path, str(e), section="added_tokens", offset=off) from None
-                for a in added:
-                    if not 0 <= a.id < self.vocab_size:
-                        raise FormatError(self.path, f"added token id {a.id} outside the vocabulary",
-                                          section="added_tokens", offset=off)
+                ids = [a[0] for a in added]  # (AddedToken is a tuple: id first)
+                if ids and not (0 <= min(ids) and max(ids) < self.vocab_size):
+                    bad = next(i for i in ids if not 0 <= i < self.vocab_size)
+                    raise FormatError(self.path, f"added token id {bad} outside the vocabulary",
+                                      section="added_tokens", offset=off)
             self._added = added
         return self._added
 
