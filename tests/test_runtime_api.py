@@ -187,3 +187,45 @@ def test_normalization_tables_only_when_needed(exported, testdata, tmp_path):
     assert "NFKC" in r.output and "9.0.0" in r.output
     r = CliRunner().invoke(cli.main, ["inspect", str(exported("llama3"))])
     assert "normalizer: none (no normalization tables)" in r.output
+
+
+def test_long_encodes_pause_the_collector(gpt2):
+    """A long text encodes with the cyclic collector paused (its objects cannot form cycles), short
+    ones without the pause; the collector's state afterwards is what it was before, also when
+    the call fails, and a caller's own gc.disable() is left alone."""
+    import gc
+
+    tok = tokmap.load(gpt2)
+    model = tok.pipeline.model
+    seen = []
+    real = model.encode_pieces
+
+    def spy(pieces):
+        seen.append(gc.isenabled())
+        return real(pieces)
+
+    model.encode_pieces = spy
+    long_text = "tokens of a longer text " * 100
+    assert len(long_text) >= tokmap.runtime.tokenizer.PAUSE_GC_CHARS
+    ids = tok.encode_ordinary(long_text)
+    assert seen == [False] and gc.isenabled()
+    tok.encode("a short one")
+    tok.encode_full(long_text)
+    assert seen == [False, True, False] and gc.isenabled()
+    assert ids == tok.encode_ordinary(long_text)
+
+    def broken(pieces):
+        raise IndexError("simulated damage")
+
+    model.encode_pieces = broken
+    with pytest.raises(tokmap.FormatError):
+        tok.encode(long_text)
+    assert gc.isenabled()
+
+    model.encode_pieces = spy
+    gc.disable()
+    try:
+        tok.encode(long_text)
+        assert seen[-1] is False and not gc.isenabled()
+    finally:
+        gc.enable()

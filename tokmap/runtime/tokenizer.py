@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import re
 import zlib
+from gc import disable as gc_disable, enable as gc_enable, isenabled as gc_isenabled
 
 from .. import bytelevel, mtok
 from ..errors import ArgumentError, EncodeError, FormatError, TokmapError
@@ -50,6 +51,21 @@ class Encoding:
         return f"Encoding(num_tokens={len(self.ids)}, ids={self.ids[:8]}{'...' if len(self.ids) > 8 else ''})"
 
 
+_CORRUPTION = (IndexError, KeyError, ValueError, TypeError, OverflowError, RecursionError, MemoryError,
+               UnicodeError, re.error)
+PAUSE_GC_CHARS = 1024  # texts from this long encode with the cyclic collector paused (see _encoding)
+
+
+def _corrupted(self, fn, e):
+    """The error to raise for e, raised inside fn: e itself when the call was the caller's mistake,
+    else a FormatError naming the file (and the damaged section, if its checksum says so)."""
+    if isinstance(e, TypeError) and e.__traceback__.tb_next is None:
+        return e  # the call itself failed (an unknown keyword, say): the caller's mistake
+    self._f.verify()  # a damaged section is the likely cause: name it if its checksum fails
+    return FormatError(self.path, f"corrupted data while running {fn.__name__}: {type(e).__name__}: {e} "
+                       f"(run `tokmap verify` on the file)")
+
+
 def _guard(fn):
     """Turn any failure caused by corrupted mapped data into a FormatError naming the file."""
 
@@ -58,13 +74,47 @@ def _guard(fn):
             return fn(self, *args, **kwargs)
         except TokmapError:
             raise
-        except (IndexError, KeyError, ValueError, TypeError, OverflowError, RecursionError, MemoryError,
-                UnicodeError, re.error) as e:
-            if isinstance(e, TypeError) and e.__traceback__.tb_next is None:
-                raise  # the call itself failed (an unknown keyword, say): the caller's mistake
-            self._f.verify()  # a damaged section is the likely cause: name it if its checksum fails
-            raise FormatError(self.path, f"corrupted data while running {fn.__name__}: {type(e).__name__}: {e} "
-                              f"(run `tokmap verify` on the file)") from e
+        except _CORRUPTION as e:
+            err = _corrupted(self, fn, e)
+            if err is e:
+                raise
+            raise err from e
+
+    wrapper.__name__ = fn.__name__
+    wrapper.__doc__ = fn.__doc__
+    return wrapper
+
+
+def _encoding(fn):
+    """_guard for the encode calls, which also pause the cyclic garbage collector while they run
+    over a text of PAUSE_GC_CHARS or more.
+
+    A first encode of a document makes a Python object for each of its distinct pieces (the
+    cache's tuples of ids, hundreds of thousands on a multilingual text), and each 700 of them
+    start a collection that walks the young objects again (every tenth one the older ones too):
+    200 of multi.txt's 1,480 ms under Llama 3. Nothing the encoder makes can be part of a
+    reference cycle (ints, strs, tuples of ints, lists and dicts of those), so refcounting frees
+    all of it and the pause loses nothing; the collector runs as usual once the call returns.
+    Short texts skip the pause (it costs a few tenths of a microsecond, and they make few
+    objects), as do calls made while the collector is off already, and a text passed by keyword."""
+
+    def wrapper(self, *args, **kwargs):
+        # (text taken from args, so that a call missing it fails in fn, with fn's name)
+        paused = args and type(args[0]) is str and len(args[0]) >= PAUSE_GC_CHARS and gc_isenabled()
+        if paused:
+            gc_disable()
+        try:
+            return fn(self, *args, **kwargs)
+        except TokmapError:
+            raise
+        except _CORRUPTION as e:
+            err = _corrupted(self, fn, e)
+            if err is e:
+                raise
+            raise err from e
+        finally:
+            if paused:
+                gc_enable()
 
     wrapper.__name__ = fn.__name__
     wrapper.__doc__ = fn.__doc__
@@ -184,7 +234,7 @@ class Tokenizer:
         return self.meta.get("provenance", {})
 
     # -- encoding -----------------------------------------------------------------------------
-    @_guard
+    @_encoding
     def encode(self, text: str, add_special_tokens: bool = True, *, allowed_special=None, disallowed_special=None,
                as_array: bool = False):
         """Token ids for `text`.
@@ -241,7 +291,7 @@ class Tokenizer:
             self._spm_run = run
         return run(text)
 
-    @_guard
+    @_encoding
     def encode_ordinary(self, text: str, as_array: bool = False):
         """Ids with no special-token handling at all (tiktoken's `encode_ordinary`)."""
         _check_text(text)
@@ -251,7 +301,7 @@ class Tokenizer:
         ids = self.pipeline.encode_ordinary(_replace_surrogates(text))
         return _as_array(ids) if as_array else ids
 
-    @_guard
+    @_encoding
     def encode_full(self, text: str, pair: str | None = None, add_special_tokens: bool = True) -> Encoding:
         """An Encoding with offsets (code points into `text`), type ids and masks, as tokenizers gives."""
         _check_text(text)
