@@ -769,3 +769,44 @@ def test_bmp_only_detects_astral():
                        ("\ud800 lone surrogate", True), ("x\U0001f600", False), ("\U00010000" * 3, False),
                        (Sub("\u4e00"), True), (Sub("\U0001f600"), False), ("\u00e9" * 70000 + "\U00020000", False)]:
         assert bmp_only(text) is want, text[:20]
+
+
+LEAD_PATTERNS = [
+    r"a?b|a*c|x+y|[ab]{0,2}c|[ab]{2,3}d",
+    r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}]*[\p{Ll}]+(?i:'s|'t)?|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+",
+    r"(?:x?y|z*w)+q|q?|w",
+]
+
+
+@pytest.mark.parametrize("pattern", LEAD_PATTERNS)
+def test_leading_repeats_rewritten_exactly(pattern):
+    """_lead_with_sets turns X?R into X·R|R, X*R into X·X*·R|R and X+R into X·X*·R: the same
+    matches under leftmost-first backtracking, on strings made of the patterns' own chars."""
+    import tokmap.exporter.regex_compile as rc
+
+    new = compile_pattern(pattern, "fancy", allow_empty=True).py_pattern_full
+    saved = rc._lead_with_sets
+    rc._lead_with_sets = lambda ast: ast
+    try:
+        old = compile_pattern(pattern, "fancy", allow_empty=True).py_pattern_full
+    finally:
+        rc._lead_with_sets = saved
+    assert new != old  # each pattern has something to rewrite
+    rng = random.Random(7)
+    alphabet = "abcdqwxyzAB1 \n\r'stT/é"
+    for _ in range(3000):
+        s = "".join(rng.choice(alphabet) for _ in range(rng.randrange(0, 24)))
+        assert [m.span() for m in re.finditer(new, s)] == [m.span() for m in re.finditer(old, s)], (s, new, old)
+
+
+def test_every_alternative_opens_with_a_char_test():
+    """In o200k's pattern every top-level alternative now opens with a class or a literal, which
+    CPython's BRANCH op checks before entering the alternative (the point of the rewrite)."""
+    from re import _constants as C, _parser
+
+    pat = _tiktoken_patterns()["o200k"]
+    parsed = _parser.parse(compile_pattern(pat, "fancy").py_pattern_bmp, 0)
+    (op, av), = parsed.data
+    assert op is C.BRANCH
+    firsts = [alt.data[0][0] for alt in av[1]]
+    assert len(firsts) > 7 and all(f in (C.IN, C.LITERAL, C.NOT_LITERAL) for f in firsts), firsts

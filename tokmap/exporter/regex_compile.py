@@ -811,6 +811,54 @@ def _factor(node):
     return out[0] if len(out) == 1 else ("alt", out)
 
 
+def _lead_with_sets(node):
+    """Rewrite each alternative that opens with a greedy repeat of a one-char atom so that it opens
+    with the atom itself, splitting an optional opening off into an alternative of its own:
+
+        X?·R   ->  X·R | R            X*·R  ->  X·X*·R | R
+        X+·R   ->  X·X*·R             X{a,b}·R  ->  X·X{a-1,b-1}·R   (a >= 1)
+
+    Each holds under leftmost-first backtracking: a greedy X? tries one X and then none, which is
+    the order of the two alternatives, and X+ / X{a,b} begin with one X either way. (R's own
+    opening is rewritten again.) Why: CPython's engine tries an alternative of a BRANCH only
+    after checking its first op when that op is a literal or a class (sre_lib.h, SRE_OP_BRANCH);
+    one that opens with a repeat is entered, which costs a jump and a saved state per position.
+    In o200k's pattern the first four alternatives open with X? or X*, so every digit, space and
+    punctuation mark entered and left all four; a run of 10^6 digits splits ~1.5x faster after."""
+    kind = node[0]
+    if kind == "seq":
+        return ("seq", [_lead_with_sets(n) for n in node[1]])
+    if kind == "look":
+        return node if node[1] in ("<=", "<!") else ("look", node[1], _lead_with_sets(node[2]))
+    if kind == "atomic":
+        return ("atomic", _lead_with_sets(node[1]))
+    if kind == "repeat":
+        return ("repeat", _lead_with_sets(node[1])) + node[2:]
+    if kind != "alt":
+        return node
+    out = []
+    for b in node[1]:
+        out.extend(_open_with_set(_lead_with_sets(b)))
+    return ("alt", out)
+
+
+def _open_with_set(branch) -> list:
+    """The alternatives that replace one branch (see _lead_with_sets)."""
+    items = branch[1] if branch[0] == "seq" else [branch]
+    if not items or items[0][0] != "repeat":
+        return [branch]
+    _, child, lo, hi, mode = items[0]
+    rest = items[1:]
+    if child[0] != "set" or mode != "greedy" or hi == 0 or (lo == 0 and not rest):
+        return [branch]
+    more = [] if hi == 1 else [("repeat", child, max(lo - 1, 0), None if hi is None else hi - 1, "greedy")]
+    first = [child] + more + rest
+    one = ("seq", first) if len(first) > 1 else first[0]
+    if lo >= 1:
+        return [one]
+    return [one] + _open_with_set(("seq", rest) if len(rest) > 1 else rest[0])
+
+
 def _partition(sets: list):
     """Assign every code point a translated char.  Returns (table bytearray of 0x110000 entries,
     list of per-set member lists of translated chars)."""
@@ -1003,9 +1051,10 @@ def compile_pattern(pattern: str, flavor: str, allow_empty: bool = False) -> Com
     sets = list(dict.fromkeys(sets))  # dedupe, keep order
     table, members = _partition(sets)
     set_text = {s: _emit_set(m) for s, m in zip(sets, members)}
-    py_pattern = _Emitter(set_text).emit(_factor(ast))
-    py_pattern_bmp = _Emitter({s: _emit_bmp_set(s) for s in sets}).emit(_factor(ast))
-    py_pattern_full = _Emitter({s: _emit_bmp_set(s, _NCP) for s in sets}).emit(_factor(ast))
+    ast = _factor(_lead_with_sets(ast))
+    py_pattern = _Emitter(set_text).emit(ast)
+    py_pattern_bmp = _Emitter({s: _emit_bmp_set(s) for s in sets}).emit(ast)
+    py_pattern_full = _Emitter({s: _emit_bmp_set(s, _NCP) for s in sets}).emit(ast)
 
     index = bytearray()
     blocks = bytearray()
