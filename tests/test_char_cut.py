@@ -148,6 +148,11 @@ def test_bigram_lookup_equals_membership(name, exported):
     expect = [((x << 21) | y) in known for x, y in zip(a.tolist(), b.tolist())]
     got = table._bigram(a, b)
     assert got.tolist() == expect and 100 < sum(expect) < len(expect)
+    # Both routes are taken: the matrix of the alphabet, and the search for the chars outside it
+    # (Gemma 3's bigrams hold more than ALPHABET distinct chars; Llama 2's all fit).
+    assert (table._slot[a] >= 0).any()
+    if name == "gemma3":
+        assert (table._slot[a] == -2).any() and (table._slot[b] == -2).any()
 
 
 @pytest.mark.parametrize("name", MODELS)
