@@ -28,7 +28,7 @@ from ...errors import FormatError
 
 # Separators a cut may precede in the regex path (the numpy path considers every char pair).
 CANDIDATES = "\u2581 \n\t\r"
-ALPHABET = 2048  # chars; the bigram test's bool matrix holds their pairs (at most 4 MiB)
+ALPHABET = 2046  # chars; the bigram test's bool matrix holds their pairs (at most 4 MiB)
 
 
 def char_tables(tb: np.ndarray, off: np.ndarray, findable: np.ndarray, results: np.ndarray):
@@ -81,7 +81,7 @@ class CutTable:
         if not len(self.keys):
             self.keys = np.array([1 << 63], np.uint64)  # no real bigram has this value
         self._slot = self._matrix = None  # the bigram test's alphabet (_build_alphabet), on first use
-        self._width = 0
+        self._width, self._outside = 0, False
         # With byte fallback and all 256 byte tokens, no char is ever unk: a char without its own
         # token starts as its <0xHH> tokens, whose strings begin with "<" and end with ">", so the
         # bigram test uses those two chars for it. If no merge involves a byte token, such a char
@@ -142,42 +142,50 @@ class CutTable:
         return np.flatnonzero(cut) + 1, ids, cps
 
     def _bigram(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-        """Whether each "ab" is inside some merge result. Pairs of two chars of the table's
-        alphabet (the chars in the most bigrams, at most ALPHABET of them: all 258 of Llama 2's)
-        are one gather from a bool matrix; pairs with a char in no bigram at all are no bigram;
-        the few others are searched in the sorted keys. (Searching every pair of a line of
-        English cost ~90 ns a pair: 19 of Llama 2's 54 ms on en.txt, warm.)"""
+        """Whether each "ab" is inside some merge result. Each char has a row of a bool matrix:
+        the chars in the most bigrams (at most ALPHABET of them: all 258 of Llama 2's) a row of
+        their own, every other char one of two rows of False (in no bigram; in some bigram but
+        outside the alphabet), so a pair is one gather, and only pairs with a char of the second
+        kind are searched in the sorted keys. (Searching every candidate pair of English text cost
+        ~90 ns a pair: 19 of Llama 2's 54 ms on en.txt, warm.)"""
         if self._slot is None:
             self._build_alphabet()
-        sa = self._slot[a].astype(np.int64)
-        sb = self._slot[b].astype(np.int64)
-        both = (sa >= 0) & (sb >= 0)
-        found = self._matrix[np.where(both, sa * self._width + sb, 0)] & both
-        q = np.flatnonzero((sa != -1) & (sb != -1) & ~both)  # a char outside the alphabet, in some bigram
-        if len(q):
-            k = (a[q].astype(np.uint64) << np.uint64(21)) | b[q].astype(np.uint64)
-            j = np.minimum(np.searchsorted(self.keys, k), len(self.keys) - 1)
-            found[q] = self.keys[j] == k
+        w = self._width
+        sa = self._slot[a].astype(np.int32)
+        sb = self._slot[b]
+        found = self._matrix[sa * w + sb]
+        if self._outside:  # pairs with a char in some bigram outside the alphabet (none with "no bigram")
+            none, out = w - 2, w - 1
+            q = np.flatnonzero(((sa == out) | (sb == out)) & (sa != none) & (sb != none))
+            if len(q):
+                k = (a[q].astype(np.uint64) << np.uint64(21)) | b[q].astype(np.uint64)
+                j = np.minimum(np.searchsorted(self.keys, k), len(self.keys) - 1)
+                found[q] = self.keys[j] == k
         return found
 
     def _build_alphabet(self) -> None:
-        """_slot: int16 per code point, the char's row in _matrix, -2 for a char in some bigram but
-        outside the alphabet, -1 for a char in none; _matrix: bool, row * _width + column."""
+        """_slot: int16 per code point, the char's row (and column) in _matrix: its own for the
+        alphabet's chars, then _width - 2 for a char in no bigram, _width - 1 for one in some
+        bigram but outside the alphabet (both rows all False); _matrix: bool, row * _width + column."""
         left = (self.keys >> np.uint64(21)).astype(np.int64) & 0x1FFFFF
         right = (self.keys & np.uint64(0x1FFFFF)).astype(np.int64)
-        counts = np.bincount(np.concatenate((left, right)), minlength=0x200000)
-        chars = np.flatnonzero(counts)
+        both = np.sort(np.concatenate((left, right)))  # (sort-based: np.unique would import numpy.ma)
+        first = np.flatnonzero(np.concatenate(([True], both[1:] != both[:-1]))) if len(both) else both
+        present = both[first]  # each char in some bigram, ascending, and how many it is in
+        counts = np.diff(np.append(first, len(both)))
+        chars = present
         if len(chars) > ALPHABET:  # the chars in the most bigrams (stable: lower code points first)
-            chars = np.sort(chars[np.argsort(-counts[chars], kind="stable")[:ALPHABET]])
-        slot = np.full(0x200000, -1, np.int16)
-        slot[np.flatnonzero(counts)] = -2
+            chars = np.sort(chars[np.argsort(-counts, kind="stable")[:ALPHABET]])
+        width = len(chars) + 2
+        slot = np.full(0x110000, width - 2, np.int16)  # (bigram chars are code points: _stored checks)
+        slot[present] = width - 1
         slot[chars] = np.arange(len(chars), dtype=np.int16)
-        width = max(len(chars), 1)
-        matrix = np.zeros(width * width + 1, bool)  # (+1: a real index for pairs outside it)
+        matrix = np.zeros(width * width, bool)
         sl, sr = slot[left].astype(np.int64), slot[right].astype(np.int64)
-        inside = (sl >= 0) & (sr >= 0)
+        inside = (sl < width - 2) & (sr < width - 2)
         matrix[sl[inside] * width + sr[inside]] = True
         self._slot, self._matrix, self._width = slot, matrix, width
+        self._outside = len(chars) < len(present)
 
 
 def _stored(f, n_tok: int):
@@ -189,6 +197,9 @@ def _stored(f, n_tok: int):
         if len(a) and (int(a[-1]) > top or not (a[1:] > a[:-1]).all()):
             raise FormatError(f.path, "inconsistent file: entries out of range or not ascending",
                               section=mtok.section_name(sid), offset=f.sections[sid][1])
+    if len(bg) and int((bg & np.uint64(0x1FFFFF)).max()) > 0x10FFFF:  # a second char past the code points
+        raise FormatError(f.path, "inconsistent file: entries out of range or not ascending",
+                          section="char_bigrams", offset=f.sections[mtok.SECTION_CHAR_BIGRAMS][1])
     ids = (ct & np.uint64(0xFFFFFFFF)).astype(np.int64)
     if len(ids) and int(ids.max()) >= n_tok:
         raise FormatError(f.path, "inconsistent file: token id outside the vocabulary",
