@@ -195,3 +195,48 @@ def test_short_piece_cuts_follow_their_definition(name, exported, corpus):
             assert model._subpieces(text) == expected(text), text
             checked += 1
     assert checked > 1000
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_document_batches_long_pieces_and_fallback_words(name, exported, corpus, testdata, monkeypatch):
+    """A first encode of a document cuts all its long pieces in one encode_long call (joined, cut
+    at their bounds) and merges the words holding byte-fallback chars in the same batch as the
+    rest: ids equal tokenizers', and spies see both paths taken (Gemma 3: a stretch per line)."""
+    import random
+
+    from tokenizers import Tokenizer
+
+    from test_charbpe import RARE
+    from tokmap.runtime.models import charbpe
+
+    ref = Tokenizer.from_file(str(testdata / "models" / name / "tokenizer.json"))
+    rng = random.Random(5)
+    lines = []
+    for line in (corpus("en")[:40000] + corpus("wagahai")[:20000]).splitlines():
+        words = line.split(" ")
+        for _ in range(len(words) // 4):
+            k = rng.randrange(len(words))
+            words[k] = words[k] + rng.choice(RARE) + words[k]
+        lines.append(" ".join(words))
+    # paragraphs of six lines: most are long pieces (Gemma 3 cuts its stretches at newlines)
+    text = "\n".join(" ".join(lines[k:k + 6]) for k in range(0, len(lines), 6))
+    seen = {"bounds": 0, "fallback_words": 0}
+    real_long, real_fb = charcut.encode_long, charbpe.CharBPE._with_fallback_words
+
+    def spy_long(text, table, encode_many, cache, bounds=None):
+        seen["bounds"] = max(seen["bounds"], 0 if bounds is None else len(bounds))
+        return real_long(text, table, encode_many, cache, bounds)
+
+    def spy_fb(self, texts, idx, sym, lengths, which):
+        got = real_fb(self, texts, idx, sym, lengths, which)
+        seen["fallback_words"] += len(got[2]) - len(which)
+        return got
+
+    monkeypatch.setattr(charcut, "encode_long", spy_long)
+    monkeypatch.setattr(charbpe.CharBPE, "_with_fallback_words", spy_fb)
+    tok = tokmap.load(exported(name))
+    assert tok.encode(text) == ref.encode(text).ids
+    if name == "gemma3":
+        assert seen["bounds"] > 50 and seen["fallback_words"] > 0
+    # (Llama 2: the document is one piece, encode_long without bounds, and no merge takes a byte
+    # token, so every fallback char is cut out alone and no word reaches the batch with one)

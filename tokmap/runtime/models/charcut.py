@@ -207,10 +207,18 @@ def _stored(f, n_tok: int):
     return (ct >> np.uint64(32)).astype(np.int64), ids, bg
 
 
-def encode_long(text: str, table: CutTable, encode_many, cache: dict) -> list[int]:
+def encode_long(text: str, table: CutTable, encode_many, cache: dict, bounds=None):
     """Ids of a long piece: one-char parts straight from the table, the others from the model's
-    sub-piece cache or encode_many(distinct missing parts)."""
+    sub-piece cache or encode_many(distinct missing parts).
+
+    bounds (ascending char offsets, 0 first): text is several pieces joined, each starting at
+    one; the text is also cut there, so each piece's ids are its own, and the result is then
+    (ids, where each piece's ids start). Many long pieces (Gemma 3's paragraphs, each a stretch
+    between newline tokens) thus cost one pass and one batch of missing parts, not one each."""
     cuts, ids, cps = table.split(text)
+    if bounds is not None:
+        both = np.sort(np.concatenate((cuts, np.asarray(bounds[1:], np.int64))))
+        cuts = both[np.concatenate(([True], both[1:] != both[:-1]))] if len(both) else both
     n = len(text)
     starts = np.concatenate(([0], cuts))
     ends = np.concatenate((cuts, [n]))
@@ -255,4 +263,6 @@ def encode_long(text: str, table: CutTable, encode_many, cache: dict) -> list[in
         flat = np.fromiter(chain.from_iterable(parts), np.int64, int(plens.sum()))
         first = np.concatenate(([0], np.cumsum(plens)[:-1]))
         out[np.repeat(pos[multi] - first, plens) + np.arange(len(flat))] = flat
+    if bounds is not None:
+        return out.tolist(), pos[np.searchsorted(starts, np.asarray(bounds, np.int64))].tolist()
     return out.tolist()  # (a list: CharBPE.encode_piece makes it a tuple only if it remembers it)
