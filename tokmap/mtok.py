@@ -82,6 +82,8 @@ SECTION_PIECE_HASH = 18  # u64[]: ascending hash32 << 32 | id of each token a pi
 #                          bytes encodes to (bpe_batch.piece_hashes), for a bulk whole-piece lookup
 SECTION_ATOMIC_CHARS = 19  # u64[]: ascending code_point << 40 | flags << 32 | id of characters BPE
 #                            always forms first (exporter/atomic_chars.py)
+SECTION_CUT_WINDOWS = 22  # u32[]: ascending 3-byte windows inside merge results that span a UTF-8
+#                           continuation -> lead step, and 2-byte such results (runtime/models/bpe_cuts.py)
 # Character-level BPE (no prefix/suffix) speed-ups: runtime/models/charcut.py's table, which the
 # runtime otherwise builds on the first long piece (~70 ms for Gemma 3's 515K merges).
 SECTION_CHAR_TOKENS = 20  # u64[]: ascending code_point << 32 | id of each char that is a token alone
@@ -108,6 +110,7 @@ SECTION_NAMES = {
     SECTION_UNREACHED: "unreached",
     SECTION_PIECE_HASH: "piece_hash",
     SECTION_ATOMIC_CHARS: "atomic_chars",
+    SECTION_CUT_WINDOWS: "cut_windows",
     SECTION_CHAR_TOKENS: "char_tokens",
     SECTION_CHAR_BIGRAMS: "char_bigrams",
     SECTION_SPM_SCORES: "spm_scores",

@@ -108,8 +108,11 @@ def _char_cut_sections(sections, token_bytes, regular, results) -> None:
 
 def _bpe_aux(sections, token_bytes, regular, byte_ids, table, bitmap, keys, ignore_merges) -> None:
     """Byte-level sections derived from the merge table (keys, ranks, results as numpy) and its
-    non-monotone bitmap: unreached ids, piece_hash, atomic_chars."""
+    non-monotone bitmap: unreached ids, piece_hash, atomic_chars, cut_windows."""
+    import numpy as np
+
     from ..runtime.models.bpe_batch import BatchMerger
+    from ..runtime.models.bpe_cuts import window_keys
     from .atomic_chars import atomic_char_table
     from .bpe_aux import piece_hash_table, unreached_ids
 
@@ -122,6 +125,9 @@ def _bpe_aux(sections, token_bytes, regular, byte_ids, table, bitmap, keys, igno
     whole = [i for i in regular if len(token_bytes[i]) > 1 and i not in skip]
     sections[mtok.SECTION_PIECE_HASH] = (mtok.U64, piece_hash_table(token_bytes, whole))
     sections[mtok.SECTION_ATOMIC_CHARS] = (mtok.U64, atomic_char_table(keys, token_bytes, regular, byte_ids))
+    tb = np.frombuffer(b"".join(token_bytes), dtype=np.uint8)
+    off = np.concatenate(([0], np.cumsum([len(t) for t in token_bytes])))
+    sections[mtok.SECTION_CUT_WINDOWS] = (mtok.U32, window_keys(tb, off, res).astype("<u4").tobytes())
 
 
 def spm_sections(d, token_bytes, regular, sections) -> dict:

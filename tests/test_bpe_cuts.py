@@ -1,0 +1,198 @@
+"""Byte-level BPE cut where no merge can cross (runtime/models/bpe_cuts.py, the cut_windows section).
+
+Checked here: the exported table is exactly its definition (every 3-byte window inside a merge
+result that spans a continuation -> lead step, every 2-byte result of that shape); every cut the
+runtime makes is uncrossable by brute force (no merge result sits over it in the piece); texts
+that take the cut path (10^5 random ideographs, Japanese prose, CJK mixed with emoji and ASCII)
+encode exactly like tiktoken and tokenizers, and a file without the section encodes the same;
+a damaged table is refused naming the file and the section.
+"""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+
+import tokmap
+from tokmap import mtok
+from tokmap.runtime.models import bpe
+from tokmap.runtime.models.bpe_cuts import TWO, CutTable, window_keys
+from tokmap.runtime.reader import MtokFile
+
+from test_conformance import Ref
+from test_hostile_files import check_error, with_section, write
+
+from conftest import model_source
+
+MODELS = ["cl100k_base", "o200k_base", "llama3"]
+
+
+def _model(path):
+    tok = tokmap.load(path)
+    model = tok.pipeline.model
+    model._start_batch()
+    return tok, model
+
+
+def _definition(model) -> list[int]:
+    """The table, window by window, in plain Python."""
+    keys = set()
+    for i in set(np.frombuffer(model.results, "<u4").tolist()):
+        b = model.token_bytes(i)
+        if len(b) == 2 and 0x80 <= b[0] < 0xC0 and b[1] >= 0xC0:
+            keys.add(TWO | b[0] << 8 | b[1])
+        for k in range(len(b) - 2):
+            x, y, z = b[k], b[k + 1], b[k + 2]
+            if (0x80 <= x < 0xC0 and y >= 0xC0) or (0x80 <= y < 0xC0 and z >= 0xC0):
+                keys.add(x << 16 | y << 8 | z)
+    return sorted(keys)
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_table_is_its_definition(name, exported):
+    tok, model = _model(exported(name))
+    stored = np.frombuffer(MtokFile(exported(name)).view(mtok.SECTION_CUT_WINDOWS, mtok.U32), "<u4").tolist()
+    expect = _definition(model)
+    assert stored == expect and len(expect) > 500
+    tb = np.frombuffer(model.tb, np.uint8)
+    assert window_keys(tb, np.frombuffer(model.off, "<u4"), np.frombuffer(model.results, "<u4")).tolist() == expect
+
+
+def _cjk(rng, n):
+    return "".join(chr(rng.randrange(0x4E00, 0xA000)) for _ in range(n))
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_every_cut_is_uncrossable(name, exported, corpus):
+    """No merge result occurs over a cut the table allows: checked window by window against the
+    set of merge results' bytes, on Japanese prose and random ideographs."""
+    tok, model = _model(exported(name))
+    results = {model.token_bytes(i) for i in set(np.frombuffer(model.results, "<u4").tolist())}
+    longest = max(map(len, results))
+    rng = random.Random(3)
+    text = corpus("wagahai")[:20000] + _cjk(rng, 3000) + "日本語のテキスト🙂漢字αβγ" * 20
+    pieces = [p.encode("utf-8") for p in tok.pipeline.split_fast(text)]
+    raw = np.frombuffer(b"".join(pieces), dtype=np.uint8)
+    starts = np.cumsum([len(p) for p in pieces]) - np.array([len(p) for p in pieces])
+    cuts, tested = model._cut.cuts(raw, starts.astype(np.int64))
+    assert len(cuts) > 1000 and tested > len(cuts)
+    data = raw.tobytes()
+    piece_of = np.searchsorted(starts, cuts, side="right") - 1
+    for j, k in zip(cuts.tolist()[::3], piece_of.tolist()[::3]):
+        a, b = int(starts[k]), int(starts[k]) + len(pieces[k])
+        for s in range(max(a, j - longest + 1), j):
+            for e in range(j + 1, min(b, s + longest) + 1):
+                assert data[s:e] not in results, (name, j, data[s:e])
+
+
+@pytest.mark.parametrize("name", ["cl100k_base", "o200k_base", "gpt4o", "qwen3"])
+def test_cut_path_equals_reference(name, exported, corpus, testdata, monkeypatch):
+    """Texts whose pieces are cut encode as the reference does, the first time and again, and a
+    spy sees the cut path serve them; a file without the section gives the same ids."""
+    ref = Ref(name, model_source(testdata, name))
+    rng = random.Random(11)
+    alphabet = _cjk(rng, 400)
+    texts = [
+        "".join(rng.choice(alphabet) for _ in range(100_000)),  # repeats: the cut path
+        corpus("wagahai")[:200_000],
+        "".join(rng.choice([_cjk(rng, 5), "🙂", "👩‍👩‍👧", "𠀀", "abc", " ", "。", "\n", "ｱｲｳ", "가나다"])
+                for _ in range(20_000)),
+    ]
+    served = []
+    real = bpe.BPE._segmented
+
+    def spy(self, pieces, joined):
+        got = real(self, pieces, joined)
+        served.append(0 if got is None else sum(g is not None for g in got))
+        return got
+
+    monkeypatch.setattr(bpe.BPE, "_segmented", spy)
+    tok = tokmap.load(exported(name))
+    encode = (lambda t: tok.encode_ordinary(t)) if ref.kind == "tiktoken" else \
+        (lambda t: tok.encode(t, add_special_tokens=False))
+    expect = [ref.cases()[0][1](t) for t in texts]
+    for t, e in zip(texts, expect):
+        assert encode(t) == e
+        assert encode(t) == e  # (again: the char table and the part cache now hold its parts)
+    assert served and served[0] > 0, served
+    bare = write_without_section(exported(name), testdata)
+    plain = tokmap.load(bare)
+    for t, e in zip(texts, expect):
+        got = plain.encode_ordinary(t) if ref.kind == "tiktoken" else plain.encode(t, add_special_tokens=False)
+        assert got == e
+    assert plain.pipeline.model._cut is None and plain.pipeline.model._batch is not None
+
+
+def write_without_section(path, testdata):
+    """The exported file with its cut_windows section dropped (as files written before it)."""
+    out = path.with_name(path.stem + ".nocut.mtok")
+    if not out.exists():
+        out.write_bytes(with_section(path, mtok.SECTION_CUT_WINDOWS, None))
+    return out
+
+
+@pytest.mark.parametrize("damage,match", [
+    (lambda a: a[::-1], "not ascending"),
+    (lambda a: np.append(a, np.uint32(TWO | 0x10000)), "out of range"),
+])
+def test_damaged_table_is_refused(exported, tmp_path, damage, match):
+    path = exported("cl100k_base")
+    sid = mtok.SECTION_CUT_WINDOWS
+    table = np.frombuffer(MtokFile(path).view(sid, mtok.U32), dtype="<u4").copy()
+    bad = write(tmp_path, with_section(path, sid, damage(table).astype("<u4").tobytes(), mtok.U32))
+    with pytest.raises(tokmap.FormatError) as ei:
+        tokmap.load(bad).encode_ordinary("漢字" * 5000)
+    check_error(ei.value, bad, "cut_windows", MtokFile(bad).sections[sid][1], match)
+
+
+def test_flipped_bit_in_table_is_refused(exported, tmp_path):
+    """A window lost to a flipped bit would cut where a merge crosses: the checksum is checked."""
+    path = exported("cl100k_base")
+    sid = mtok.SECTION_CUT_WINDOWS
+    data = bytearray(path.read_bytes())
+    off = MtokFile(path).sections[sid][1]
+    data[off + 5] ^= 0x10
+    bad = write(tmp_path, bytes(data))
+    with pytest.raises(tokmap.FormatError) as ei:
+        tokmap.load(bad).encode_ordinary("漢字" * 5000)
+    check_error(ei.value, bad, "cut_windows", off, "checksum")
+
+
+def test_table_bitmaps_answer_like_the_keys():
+    rng = np.random.default_rng(5)
+    keys = np.unique(np.concatenate((rng.integers(0, 1 << 24, 3000), TWO | rng.integers(0, 1 << 16, 50))))
+    table = CutTable(keys.astype(np.uint32))
+    probe = np.concatenate((keys[keys < TWO], rng.integers(0, 1 << 24, 5000)))
+    known = set(keys.tolist())
+    assert table._has(probe).tolist() == [int(k) in known for k in probe.tolist()]
+    pairs = rng.integers(0, 1 << 16, 5000)
+    assert table.pairs[pairs].tolist() == [(TWO | int(p)) in known for p in pairs.tolist()]
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_toy_vocabularies(tmp_path, monkeypatch, seed):
+    """Random byte-level vocabularies over a few ASCII, accented, CJK and astral chars (random
+    merge ranks: some windows occur in results, some do not) and texts of those chars: the cut
+    path's ids equal tokenizers', and it cuts."""
+    from test_atomic_chars import CHARS, export_toy
+
+    monkeypatch.setattr(bpe, "PROBE_BYTES", 1 << 16)
+    cut = []
+    real = bpe.BPE._segmented
+
+    def spy(self, pieces, joined):
+        got = real(self, pieces, joined)
+        cut.append(got is not None)
+        return got
+
+    monkeypatch.setattr(bpe.BPE, "_segmented", spy)
+    rng = random.Random(f"cut-toy-{seed}")
+    out, ref = export_toy(tmp_path, rng, 150)
+    pool = [c for c in CHARS if c != " " and c >= "\u00ff"] * 3 + ["a", "é"]
+    tok = tokmap.load(out)
+    for n in (300, 5000):
+        text = " ".join("".join(rng.choice(pool) for _ in range(rng.randint(1, 12))) for _ in range(n))
+        assert tok.encode(text) == ref.encode(text).ids, (seed, n)
+    assert any(cut), seed

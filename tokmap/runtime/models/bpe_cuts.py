@@ -1,0 +1,130 @@
+"""Where byte-level BPE never merges across: cuts that split a long piece into independent parts.
+
+Every symbol BPE makes is a merge result whose bytes are the stretch of the piece it covers. So
+if no merge result occurs in the piece over a stretch s < j < e reaching across the boundary j,
+no symbol ever spans j: no pair across j has a merge (its result would be such a stretch), the
+merges on each side never touch the other, and each side ends as BPE of its own bytes (the
+order of merges within a side is its own lowest-rank-first order). The ids of the piece are
+then those of its parts, joined.
+
+Such a stretch, if it is 3 bytes or longer, holds the window w[j-2:j+1] (when it starts at or
+before j-2) or w[j-1:j+2] (when it starts at j-1); a 2-byte one is w[j-1:j+1] itself. So j can
+be cut when neither window occurs inside any merge result and the pair is no 2-byte result.
+The table holds exactly those facts for the boundaries worth testing: between the last byte of a
+multi-byte character (a UTF-8 continuation byte) and the lead byte of the next, where text
+without spaces (CJK, every code point in a row) has its only chance of a cut: each key is a
+3-byte window, b0 << 16 | b1 << 8 | b2, taken from inside a merge result where it spans such a
+continuation -> lead step, or 1 << 24 | b0 << 8 | b1 for a 2-byte merge result of that shape.
+Llama 3 has ~7,000 keys; 10^6 random CJK ideographs cut at 98% of their boundaries, and every
+code point in a row (utf8seq.txt) at 98%.
+
+A window that reaches past the piece into its neighbour only makes a cut less likely: the test
+stays on the safe side.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ... import mtok
+from ...errors import FormatError
+
+TWO = 1 << 24  # the flag of a 2-byte result's key
+
+
+def window_keys(tb: np.ndarray, off: np.ndarray, result_ids: np.ndarray) -> np.ndarray:
+    """The table (sorted distinct uint32 keys) from the merge results' bytes (tb: every token's
+    bytes back to back, off: the n + 1 offsets; the exporter stores what this returns)."""
+    res = np.unique(np.asarray(result_ids, dtype=np.int64))
+    off = np.asarray(off, dtype=np.int64)
+    lens = off[res + 1] - off[res]
+    first = np.cumsum(lens) - lens
+    b = np.asarray(tb, dtype=np.int64)[np.repeat(off[res] - first, lens) + np.arange(int(lens.sum()))]
+    tok = np.repeat(np.arange(len(res)), lens)
+    cont = (b & 0xC0) == 0x80
+    lead = b >= 0xC0
+    x, y, z = b[:-2], b[1:-1], b[2:]
+    inside = tok[:-2] == tok[2:]
+    three = (x << 16 | y << 8 | z)[inside & ((cont[:-2] & lead[1:-1]) | (cont[1:-1] & lead[2:]))]
+    two_at = first[lens == 2]
+    two = TWO | (b[two_at] << 8) | b[two_at + 1]
+    two = two[cont[two_at] & lead[two_at + 1]]
+    keys = np.sort(np.concatenate((three, two)))
+    return keys[np.concatenate(([True], keys[1:] != keys[:-1]))].astype(np.uint32) if len(keys) else \
+        keys.astype(np.uint32)
+
+
+class CutTable:
+    """The table as bitmaps: 2^24 bits for the windows, 2^16 flags for the pairs."""
+
+    def __init__(self, keys: np.ndarray):
+        keys = keys.astype(np.int64)
+        three = keys[keys < TWO]
+        self.windows = np.zeros(1 << 21, dtype=np.uint8)
+        np.bitwise_or.at(self.windows, three >> 3, (1 << (three & 7)).astype(np.uint8))
+        self.pairs = np.zeros(1 << 16, dtype=bool)
+        self.pairs[keys[keys >= TWO] & 0xFFFF] = True
+
+    def _has(self, w: np.ndarray) -> np.ndarray:
+        return ((self.windows[w >> 3] >> (w & 7).astype(np.uint8)) & 1).astype(bool)
+
+    def cuts(self, raw: np.ndarray, starts: np.ndarray) -> tuple[np.ndarray, int]:
+        """(ascending byte offsets j in raw, pieces back to back starting at `starts`, where a
+        piece may be cut; how many boundaries were tested): a continuation byte before, a lead
+        byte at j, not a piece's start, and neither window nor the pair a merge result holds."""
+        j = np.flatnonzero((raw[1:] >= 0xC0) & ((raw[:-1] & 0xC0) == 0x80)) + 1
+        if not len(j):
+            return j, 0
+        first = np.zeros(len(raw) + 1, dtype=bool)
+        first[starts] = True
+        j = j[~first[j]]
+        # (j - 2 wraps to the buffer's end and j + 1 clips to it: a byte from outside the piece
+        # in a window only makes a cut less likely)
+        prev2 = raw.take(j - 2, mode="wrap").astype(np.int32)
+        prev = raw[j - 1].astype(np.int32)
+        here = raw[j].astype(np.int32)
+        nxt = raw.take(j + 1, mode="clip").astype(np.int32)
+        ok = ~self.pairs[(prev << 8) | here]
+        ok &= ~self._has((prev2 << 16) | (prev << 8) | here)
+        ok &= ~self._has((prev << 16) | (here << 8) | nxt)
+        return j[ok], len(j)
+
+
+def load_table(f) -> CutTable:
+    """The file's cut_windows section as a CutTable. A window missing from it would cut where a
+    merge crosses (a wrong id, not a slow one), so the section's checksum is checked first, and
+    keys out of order or range are refused."""
+    sid = mtok.SECTION_CUT_WINDOWS
+    f.verify_section(sid)
+    keys = np.frombuffer(f.view(sid, mtok.U32), dtype="<u4")
+    if len(keys) and (int(keys[-1]) > (TWO | 0xFFFF) or not (keys[1:] > keys[:-1]).all()):
+        raise FormatError(f.path, "inconsistent file: entries out of range or not ascending",
+                          section=mtok.section_name(sid), offset=f.sections[sid][1])
+    return CutTable(keys)
+
+
+class CharIds:
+    """What BPE makes of each char alone (1-4 ids: at most one per byte), for the chars met so
+    far: the parts of a cut piece are most often one char (~96% of 10^6 random ideographs), and
+    text repeats its chars, so each distinct char is merged once per tokenizer."""
+
+    def __init__(self):
+        self.row = np.zeros(0x110000, dtype=np.int32)  # row + 1 in ids / counts; 0: not met yet
+        self.ids = np.zeros((0, 4), dtype=np.int64)
+        self.counts = np.zeros(0, dtype=np.int64)
+
+    def rows(self, cps: np.ndarray) -> np.ndarray:
+        """Each char's row, -1 where it was not met yet."""
+        return self.row[cps].astype(np.int64) - 1
+
+    def add(self, cps: np.ndarray, flat: np.ndarray, counts: np.ndarray) -> None:
+        """Remember distinct new chars cps, whose ids are flat (back to back, counts each)."""
+        n = len(cps)
+        block = np.zeros((n, 4), dtype=np.int64)
+        first = np.cumsum(counts) - counts
+        at = np.repeat(np.arange(n), counts)
+        block[at, np.arange(len(flat)) - first[at]] = flat
+        base = len(self.counts)
+        self.ids = np.concatenate((self.ids, block))
+        self.counts = np.concatenate((self.counts, counts))
+        self.row[cps] = np.arange(base + 1, base + n + 1, dtype=np.int32)
