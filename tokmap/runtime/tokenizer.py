@@ -66,41 +66,23 @@ def _corrupted(self, fn, e):
                        f"(run `tokmap verify` on the file)")
 
 
-def _guard(fn):
-    """Turn any failure caused by corrupted mapped data into a FormatError naming the file."""
+def _guard(fn, pause_gc: bool = False):
+    """Turn any failure caused by corrupted mapped data into a FormatError naming the file.
 
-    def wrapper(self, *args, **kwargs):
-        try:
-            return fn(self, *args, **kwargs)
-        except TokmapError:
-            raise
-        except _CORRUPTION as e:
-            err = _corrupted(self, fn, e)
-            if err is e:
-                raise
-            raise err from e
-
-    wrapper.__name__ = fn.__name__
-    wrapper.__doc__ = fn.__doc__
-    return wrapper
-
-
-def _encoding(fn):
-    """_guard for the encode calls, which also pause the cyclic garbage collector while they run
-    over a text of PAUSE_GC_CHARS or more.
-
-    A first encode of a document makes a Python object for each of its distinct pieces (the
-    cache's tuples of ids, hundreds of thousands on a multilingual text), and each 700 of them
-    start a collection that walks the young objects again (every tenth one the older ones too):
-    200 of multi.txt's 1,480 ms under Llama 3. Nothing the encoder makes can be part of a
-    reference cycle (ints, strs, tuples of ints, lists and dicts of those), so refcounting frees
-    all of it and the pause loses nothing; the collector runs as usual once the call returns.
-    Short texts skip the pause (it costs a few tenths of a microsecond, and they make few
-    objects), as do calls made while the collector is off already, and a text passed by keyword."""
+    pause_gc (the encode calls): pause the cyclic garbage collector while fn runs over a text of
+    PAUSE_GC_CHARS or more. A first encode of a document makes a Python object for each of its
+    distinct pieces (the cache's tuples of ids, hundreds of thousands on a multilingual text),
+    and each 700 of them start a collection that walks the young objects again (every tenth one
+    the older ones too): 200 of multi.txt's 1,480 ms under Llama 3. Nothing the encoder makes can
+    be part of a reference cycle (ints, strs, tuples of ints, lists and dicts of those), so
+    refcounting frees all of it and the pause loses nothing; the collector runs as usual once
+    the call returns. Short texts skip the pause (it costs a few tenths of a microsecond, and
+    they make few objects), as do calls made while the collector is off already, and a text
+    passed by keyword."""
 
     def wrapper(self, *args, **kwargs):
         # (text taken from args, so that a call missing it fails in fn, with fn's name)
-        paused = args and type(args[0]) is str and len(args[0]) >= PAUSE_GC_CHARS and gc_isenabled()
+        paused = pause_gc and args and type(args[0]) is str and len(args[0]) >= PAUSE_GC_CHARS and gc_isenabled()
         if paused:
             gc_disable()
         try:
@@ -119,6 +101,11 @@ def _encoding(fn):
     wrapper.__name__ = fn.__name__
     wrapper.__doc__ = fn.__doc__
     return wrapper
+
+
+def _encoding(fn):
+    """_guard for the encode calls: the collector paused on long texts (see _guard)."""
+    return _guard(fn, pause_gc=True)
 
 
 class Tokenizer:
