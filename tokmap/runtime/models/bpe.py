@@ -153,13 +153,12 @@ class BPE(VocabFile):
         (_segmented); the rest in one numpy batch merge for the short ones (_encode_whole)."""
         if self._batch is None:
             self._start_batch()
+        joined = "".join(texts)
         out = None
-        if self._cut is not None:
-            joined = "".join(texts)
-            if not joined.isascii():
-                out = self._segmented(texts, joined)
+        if self._cut is not None and not joined.isascii() and self._cuts_pay(joined):
+            out = self._segmented(texts, joined)
         if out is None:
-            return self._encode_whole(texts)
+            return self._encode_whole(texts, joined)
         rest = [k for k, v in enumerate(out) if v is None]
         if rest:
             for k, v in zip(rest, self._encode_whole([texts[k] for k in rest])):
@@ -177,8 +176,6 @@ class BPE(VocabFile):
         from .bpe_cuts import CharIds
 
         raw = np.frombuffer(joined.encode("utf-8"), dtype=np.uint8)
-        if not self._cuts_pay(raw[:PROBE_BYTES]):
-            return None
         blen, cps_all = _byte_lengths(joined, texts, len(raw), with_cps=True)
         bstart = np.cumsum(blen) - blen
         cuts, tested = self._cut.cuts(raw, bstart)
@@ -227,9 +224,8 @@ class BPE(VocabFile):
         counts = np.zeros(len(starts), dtype=np.int64)
         counts[one] = chars.counts[row]
         if len(many):  # parts of several chars: each distinct one merged once (part_cache)
-            cs = char_at[starts[many]]
-            parts = list(map(joined.__getitem__, map(slice, cs.tolist(), (cs + char_at[ends[many] - 1]
-                                                                          - char_at[starts[many]] + 1).tolist())))
+            parts = list(map(joined.__getitem__, map(slice, char_at[starts[many]].tolist(),
+                                                     (char_at[ends[many] - 1] + 1).tolist())))
             cache = self.part_cache
             got = list(map(cache.get, parts))
             if None in got:
@@ -264,13 +260,15 @@ class BPE(VocabFile):
             at += n
         return out
 
-    def _cuts_pay(self, probe) -> bool:
+    def _cuts_pay(self, joined: str) -> bool:
         """Whether cutting is worth it, judged on the first PROBE_BYTES of the pieces (as one): at
         least 1/CUT_SHARE of the boundaries tested cut (Llama 3 cuts 18% of Japanese text's, and
         whole pieces merge as fast), and the chars repeat (every code point once, utf8seq.txt:
-        merging each char alone costs more than merging the pieces in chunks)."""
+        merging each char alone costs more than merging the pieces in chunks). Only that much
+        is encoded here: most texts that fail go on to _encode_whole, which encodes them all."""
         import numpy as np
 
+        probe = np.frombuffer(joined[:PROBE_BYTES].encode("utf-8")[:PROBE_BYTES], dtype=np.uint8)
         cuts, tested = self._cut.cuts(probe, np.zeros(1, dtype=np.int64))
         if not len(cuts) or len(cuts) * CUT_SHARE < tested:
             return False
@@ -293,13 +291,15 @@ class BPE(VocabFile):
         flat, at = got[0].tolist(), np.cumsum(got[1]).tolist()
         return list(map(tuple, map(flat.__getitem__, map(slice, [0] + at[:-1], at))))
 
-    def _encode_whole(self, texts: list[str]) -> list[tuple[int, ...]]:
-        """_encode_many without cuts: the short pieces in one numpy batch merge, long ones alone."""
+    def _encode_whole(self, texts: list[str], joined: str | None = None) -> list[tuple[int, ...]]:
+        """_encode_many without cuts: the short pieces in one numpy batch merge, long ones alone
+        (joined: the texts joined, when the caller has it)."""
         import numpy as np
 
         if self._batch is None:
             self._start_batch()
-        joined = "".join(texts)
+        if joined is None:
+            joined = "".join(texts)
         rawb = joined.encode("utf-8")
         lengths = _byte_lengths(joined, texts, len(rawb))
         raw = np.frombuffer(rawb, dtype=np.uint8)

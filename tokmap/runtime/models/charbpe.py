@@ -367,9 +367,7 @@ class CharBPE(BPE):
         for k in idx:
             syms = []
             for c in texts[k]:
-                hit = cache.get(c)
-                if hit is None:
-                    hit = cache[c] = self._resolve(c)
+                hit = cache[c]  # (every char learned above)
                 if hit[0] is None:
                     break
                 syms.extend(hit[0])
