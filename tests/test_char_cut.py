@@ -197,11 +197,13 @@ def test_short_piece_cuts_follow_their_definition(name, exported, corpus):
     assert checked > 1000
 
 
+@pytest.mark.parametrize("one_pass", [True, False])
 @pytest.mark.parametrize("name", MODELS)
-def test_document_batches_long_pieces_and_fallback_words(name, exported, corpus, testdata, monkeypatch):
-    """A first encode of a document cuts all its long pieces in one encode_long call (joined, cut
-    at their bounds) and merges the words holding byte-fallback chars in the same batch as the
-    rest: ids equal tokenizers', and spies see both paths taken (Gemma 3: a stretch per line)."""
+def test_document_batches_long_pieces_and_fallback_words(name, one_pass, exported, corpus, testdata, monkeypatch):
+    """A first encode of a document cuts all its pieces in one encode_long call (joined, cut at
+    their bounds; with the one pass off, only the long ones, the short ones going through
+    _subpieces) and merges the words holding byte-fallback chars in the same batch as the rest:
+    ids equal tokenizers', and spies see the paths taken (Gemma 3: a stretch per line)."""
     import random
 
     from tokenizers import Tokenizer
@@ -234,9 +236,15 @@ def test_document_batches_long_pieces_and_fallback_words(name, exported, corpus,
 
     monkeypatch.setattr(charcut, "encode_long", spy_long)
     monkeypatch.setattr(charbpe.CharBPE, "_with_fallback_words", spy_fb)
+    if not one_pass:
+        monkeypatch.setattr(charbpe, "MANY_PIECES", 1 << 30)
     tok = tokmap.load(exported(name))
     assert tok.encode(text) == ref.encode(text).ids
     if name == "gemma3":
-        assert seen["bounds"] > 50 and seen["fallback_words"] > 0
+        n_pieces = text.count("\n") + 1
+        if one_pass:  # every stretch one bound of the same pass
+            assert seen["bounds"] == n_pieces, (seen, n_pieces)
+        else:  # the long ones only, and the short ones' fallback words in the batch
+            assert 50 < seen["bounds"] < n_pieces and seen["fallback_words"] > 0, (seen, n_pieces)
     # (Llama 2: the document is one piece, encode_long without bounds, and no merge takes a byte
     # token, so every fallback char is cut out alone and no word reaches the batch with one)
