@@ -96,9 +96,25 @@ def compile_pre_tokenizer(s: dict, blobs) -> list[dict]:
 
 def wordpiece_sections(d, token_bytes, regular, sections) -> dict:
     m = d.model
+    text = token_text(token_bytes, regular)
+    if text is not None:
+        sections[mtok.SECTION_TOKEN_TEXT] = (mtok.U8, text)
     return {"type": "wordpiece", "byte_level": False, "unk_id": m.unk_id, "prefix": m.continuing_subword_prefix,
             "max_input_chars_per_word": m.max_input_chars_per_word}
 
 
 def wordlevel_sections(d, token_bytes, regular, sections) -> dict:
     return {"type": "wordlevel", "byte_level": False, "unk_id": d.model.unk_id}
+
+
+def token_text(token_bytes: list[bytes], regular: list[int]) -> bytes | None:
+    """The token_text section (mtok.SECTION_TOKEN_TEXT): the model tokens in SORTED_IDS order
+    (`regular`), or None when one does not decode alone or holds a newline (the runtime then
+    builds its dict a token at a time)."""
+    try:
+        texts = [token_bytes[i].decode("utf-8", "surrogatepass") for i in regular]
+    except UnicodeDecodeError:
+        return None
+    if any("\n" in t for t in texts):
+        return None
+    return "".join(t + "\n" for t in texts).encode("utf-8", "surrogatepass")

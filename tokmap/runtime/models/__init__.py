@@ -58,15 +58,24 @@ def encode_cached(cache: dict, words: list[str], encode_one) -> list[int]:
     """Ids of many words at once: one C-level pass of dict lookups, each distinct miss filled once
     by encode_one(word) -> tuple of ids (and remembered when short). Shared by the models whose
     whole-stretch path hands over a word list (WordPiece, Unigram, WordLevel)."""
+    return list(chain.from_iterable(cached_parts(cache, words, encode_one)))
+
+
+def cached_parts(cache: dict, words: list[str], encode_one=None, encode_many=None) -> list[tuple[int, ...]]:
+    """encode_cached's ids of each word, a tuple per word; the distinct misses are filled by
+    encode_one(word) each, or by encode_many(list of them) -> their tuples at once."""
     if cache:
         parts = list(map(cache.get, words))
         if None not in parts:
-            return list(chain.from_iterable(parts))
+            return parts
         fresh = dict.fromkeys(compress(words, map(is_, parts, repeat(None))))
     else:  # a first call over a document: most of its words repeat, none is known
         fresh = dict.fromkeys(words)
-    for w in fresh:
-        fresh[w] = encode_one(w)
+    if encode_many is not None:
+        fresh.update(zip(fresh, encode_many(list(fresh))))
+    else:
+        for w in fresh:
+            fresh[w] = encode_one(w)
     cache.update(fresh)
     parts = list(map(cache.__getitem__, words))
     if len(cache) > WORD_CACHE_MAX:
@@ -74,7 +83,7 @@ def encode_cached(cache: dict, words: list[str], encode_one) -> list[int]:
     for w in fresh:
         if len(w) > WORD_CACHE_LEN:
             cache.pop(w, None)
-    return list(chain.from_iterable(parts))
+    return parts
 
 
 def build(f, meta):

@@ -4,13 +4,16 @@ A piece longer than max_input_chars_per_word code points is one unk. Otherwise, 
 the longest vocabulary entry is taken (continuing_subword_prefix + text for every later position);
 if some position has no entry at all, the whole piece becomes one unk spanning it.
 Vocabulary lookups binary-search the mapped file until a str -> id dict pays for itself: building
-it costs ~14 ms for BERT's 30K tokens, more than a whole short encode, so it is built for a call of
-many pieces (a document) or after DICT_AFTER lookups. Results are memoised per piece.
+it costs ~5 ms for BERT's 30K tokens from the token_text section (~9 ms a token at a time without
+one), more than a whole short encode, so it is built for a call of many pieces (a document) or
+after DICT_AFTER lookups. Results are memoised per piece.
 """
 
 from __future__ import annotations
 
-from . import encode_cached
+from ... import mtok
+from ...errors import FormatError
+from . import cached_parts, encode_cached
 from .vocab import VocabFile
 
 DICT_AFTER = 2048  # binary-search lookups (~8 us each) after which the str -> id dict is built
@@ -20,6 +23,7 @@ DICT_WORDS = 256  # pieces in one call from which the dict is built up front
 class WordPiece(VocabFile):
     def __init__(self, f, meta: dict):
         super().__init__(f)
+        self._f = f
         m = meta["model"]
         self.unk_id = m["unk_id"]
         self.prefix = m["prefix"]
@@ -38,6 +42,8 @@ class WordPiece(VocabFile):
         encoded slice could equal; bytes no slice encodes to are left out)."""
         v = self._vocab
         if v is None:
+            v = self._words_from_text()
+        if v is None:
             tb, off = bytes(self.tb), self.off.tolist()
             v = {}
             for i in reversed(self.sorted_ids.tolist()):  # equal strings: the first in sorted order wins
@@ -45,8 +51,28 @@ class WordPiece(VocabFile):
                     v[tb[off[i] : off[i + 1]].decode("utf-8", "surrogatepass")] = i
                 except UnicodeDecodeError:
                     pass
+        if self._vocab is None:
             self._vocab = v
             self.find = v.get
+        return v
+
+    def _words_from_text(self) -> dict[str, int] | None:
+        """_words from the token_text section (mtok.SECTION_TOKEN_TEXT), None without one. It is
+        checksummed first, and must hold one distinct text per sorted id: a damaged one would
+        map words to wrong ids, so it is refused naming the section."""
+        f, sid = self._f, mtok.SECTION_TOKEN_TEXT
+        if sid not in f.sections:
+            return None
+        f.verify_section(sid)
+        ids = self.sorted_ids.tolist()
+        try:
+            texts = bytes(f.view(sid, mtok.U8)).decode("utf-8", "surrogatepass").split("\n")
+        except UnicodeDecodeError:
+            texts = None
+        v = None if texts is None or len(texts) != len(ids) + 1 or texts[-1] else dict(zip(texts, ids))
+        if v is None or len(v) != len(ids):
+            raise FormatError(f.path, f"inconsistent file: not one distinct text per sorted id ({len(ids)})",
+                              section=mtok.section_name(sid), offset=f.sections[sid][1])
         return v
 
     def _search(self, text: str) -> int | None:
@@ -101,3 +127,23 @@ class WordPiece(VocabFile):
         if self._vocab is None and len(words) >= DICT_WORDS:
             self._words()
         return encode_cached(self.ids_cache, words, self.encode_piece)
+
+    def word_parts(self, words: list[str]) -> list[tuple[int, ...]]:
+        """encode_words' ids of each piece, a tuple per piece."""
+        if self._vocab is None and len(words) >= DICT_WORDS:
+            self._words()
+        return cached_parts(self.ids_cache, words, encode_many=self._encode_many)
+
+    def _encode_many(self, words: list[str]) -> list[tuple[int, ...]]:
+        """encode_piece of many distinct words: those that are one token from one C-level pass of
+        dict lookups (most are), the rest split."""
+        got = list(map(self.find, words))
+        out = list(zip(got))
+        limit = self.max_chars
+        for k in [k for k, i in enumerate(got) if i is None]:
+            out[k] = self._encode(words[k])[0]
+        if max(map(len, words), default=0) > limit:
+            for k, w in enumerate(words):
+                if len(w) > limit:
+                    out[k] = (self.unk_id,)
+        return out

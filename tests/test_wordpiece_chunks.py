@@ -1,0 +1,219 @@
+"""BERT's whole-stretch path by whitespace chunks (runtime/fastpath.Chunks) and WordPiece's
+token_text section, against tokenizers on the real minilm file.
+
+Chunks claims a stretch's ids are its str.split() chunks' ids joined, each chunk's words cut apart
+from one batch translate at a separator char; the stretches it must refuse (a separator in the
+text, a char str.split cuts at that the tables delete, marks needing their neighbours, unspaced
+text) take the word path. Documents are compared whole, with the file's truncation turned off.
+"""
+
+from __future__ import annotations
+
+import json
+import pathlib
+import random
+import unicodedata
+
+import pytest
+
+import tokmap
+from tokmap import mtok
+from tokmap.runtime import fastpath
+from tokmap.runtime.models import wordpiece
+
+from conftest import export_variant, model_source
+from test_hostile_files import check_error, with_section, write
+
+PIECES = ["Hello,", "world!", "don't", "(a,b)", "x.y.z", "naïve", "café", "ÅNGSTRÖM", "中文", "日本語です",
+          "a\u0301\u0323", "e\u0323\u0302", "\u0301x", "[UNK]", "[CLS]x", "##ing", "...", "--", "\u00ad", "x" * 70,
+          "unbelievably", "tokenization", "\U0001f44d", "١٢٣", "ﬁne", "\x00\x01", "\ufffd", "a\u200bb", "\ue000"]
+SPACES = [" ", "  ", "\n", "\t", " \n ", "\r\n", "\u3000", "\xa0", "\u2028"]
+HARD = ["\x1c", "\x1f", "\x85", "\x0b"]  # chars Chunks must not cut at: BERT deletes them
+
+
+@pytest.fixture(scope="module")
+def minilm(testdata, tmp_path_factory):
+    doc = json.loads(model_source(testdata, "minilm").read_text(encoding="utf-8"))
+    doc["truncation"] = doc["padding"] = None
+    return export_variant(doc, tmp_path_factory.mktemp("chunks"), "minilm-whole")
+
+
+def _document(rng, n, hard=0.0):
+    out = []
+    for _ in range(n):
+        out.append(rng.choice(PIECES))
+        out.append(rng.choice(HARD) if rng.random() < hard else rng.choice(SPACES))
+    return "".join(out)
+
+
+def _spy(monkeypatch):
+    """Counts of chunks filled, of stretches that took the word path (Chunks.ids handing the whole
+    stretch to stretch_words), and of chunks a fill sent that way alone."""
+    seen = {"fill": 0, "words": 0, "alone": 0}
+    real_fill, real_init = fastpath.Chunks._fill, fastpath.Chunks.__init__
+
+    def fill(self, chunks):
+        seen["fill"] += len(chunks)
+        return real_fill(self, chunks)
+
+    def init(self, memo, stretch_words, *rest):
+        def words(stretch):
+            seen["alone" if self.filling else "words"] += 1
+            return stretch_words(stretch)
+
+        real_init(self, memo, words, *rest)
+        self.filling = False
+
+    def filling(self, chunks):
+        self.filling = True
+        try:
+            return fill(self, chunks)
+        finally:
+            self.filling = False
+
+    monkeypatch.setattr(fastpath.Chunks, "__init__", init)
+    monkeypatch.setattr(fastpath.Chunks, "_fill", filling)
+    return seen
+
+
+@pytest.mark.parametrize("corpus_name", ["en", "pride", "code", "wagahai", "utf8seq", "multi"])
+def test_documents_equal_tokenizers(minilm, corpus, corpus_name, monkeypatch):
+    ref, _ = minilm
+    seen = _spy(monkeypatch)
+    text = corpus(corpus_name)[:400_000]
+    tok = tokmap.load(minilm[1].path)
+    expect = ref.encode(text).ids
+    assert tok.encode(text) == expect  # cold: every chunk filled in one batch
+    assert tok.encode(text) == expect  # warm: every chunk remembered
+    if corpus_name in ("en", "pride", "code"):
+        assert seen["fill"] > 1000
+    if corpus_name == "wagahai":  # unspaced: the word path
+        assert seen["fill"] == 0
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_mixed_documents(minilm, seed, monkeypatch):
+    """Chunks with punctuation, accents, marks that reorder across chars, CJK, deleted controls,
+    long chunks; every kind of whitespace; some stretches with a char Chunks must refuse. Each
+    document cold and warm, then its lines one call each."""
+    ref, _ = minilm
+    seen = _spy(monkeypatch)
+    rng = random.Random(seed)
+    tok = tokmap.load(minilm[1].path)
+    docs = [_document(rng, 3000), _document(rng, 3000, hard=0.01), unicodedata.normalize("NFD", _document(rng, 500))]
+    for text in docs:
+        expect = ref.encode(text).ids
+        assert tok.encode(text) == expect
+        assert tok.encode(text) == expect
+    for line in docs[1].split("\n")[:300]:
+        assert tok.encode(line) == ref.encode(line).ids, line
+    assert seen["fill"] > 100 and seen["words"] > 0
+
+
+def test_marks_that_need_their_neighbours(testdata, tmp_path, monkeypatch):
+    """NFD that keeps its marks (no strip_accents): a char leaving a mark can be reordered with the
+    next char's, so the table raises NeedsContext for it; the chunks holding one take the word
+    path alone and the rest stay one batch."""
+    seen = _spy(monkeypatch)
+    doc = json.loads(model_source(testdata, "minilm").read_text(encoding="utf-8"))
+    doc["truncation"] = doc["padding"] = None
+    doc["normalizer"] = {"type": "Sequence", "normalizers": [{"type": "NFD"}, {"type": "Lowercase"}]}
+    ref, tok = export_variant(doc, tmp_path, "nfd")
+    rng = random.Random(9)
+    text = _document(rng, 4000) + " a\u0323\u0301 \u1e09\u0323 q\u0301\u0323 "
+    for _ in range(2):
+        assert tok.encode(text) == ref.encode(text).ids
+    assert seen["fill"] > 50 and 0 < seen["alone"] < 20
+
+
+def test_separator_and_refused_chars_keep_the_word_path(minilm, monkeypatch):
+    ref, _ = minilm
+    seen = _spy(monkeypatch)
+    tok = tokmap.load(minilm[1].path)
+    hards = HARD + [_chunks(tok).seps]  # (a text holding every separator candidate)
+    for hard in hards:
+        text = ("word, " * 50) + f"a{hard}b c{hard} {hard}d" + (" end." * 50)
+        assert tok.encode(text) == ref.encode(text).ids, repr(hard)
+    assert seen["fill"] == 0 and seen["words"] == len(hards)
+    assert set(HARD) <= set(_chunks(tok).bad)
+    text = ("word, " * 50) + _chunks(tok).seps[:-1] + " end."  # all but one: that one separates
+    assert tok.encode(text) == ref.encode(text).ids
+    assert seen["fill"] > 0 and seen["words"] == len(hards)
+
+
+def _chunks(tok):
+    from tokmap.runtime import bert
+
+    pipe = tok.pipeline
+    memo = bert.chain_memo(pipe.normalizers, bert.segmenter(pipe.pre))
+    chunks = fastpath.Chunks(memo, lambda s: [], lambda w: [], lambda w: [])
+    chunks._find_chars()
+    return chunks
+
+
+def test_split_space_is_what_str_split_cuts_at():
+    assert fastpath.SPLIT_SPACE == "".join(c for c in map(chr, range(0x110000)) if c.split() == [])
+
+
+def test_build_finds_the_refused_chars(minilm):
+    """The chars str.split cuts at that BERT's tables delete are refused; the separator is a char
+    the tables keep (BERT deletes private-use chars but keeps the noncharacters U+FDD0..)."""
+    chunks = _chunks(minilm[1])
+    assert set(chunks.bad) == set("\x0b\x0c\x1c\x1d\x1e\x1f\x85")
+    assert chunks.seps == "\ufdd0\ufdd1\ufdd2\ufdd3"
+
+
+def test_encode_many_equals_encode_piece(exported):
+    tok = tokmap.load(exported("minilm"))
+    model = tok.model
+    rng = random.Random(3)
+    words = list(model._words())[:3000:7]
+    words += [w + "zq" for w in words[:200]] + ["x" * 150, "unbelievably", "中文", "\u00e9t\u00e9", "", "##a"]
+    words += ["".join(rng.choice("abcdefghij") for _ in range(rng.randrange(1, 130))) for _ in range(300)]
+    words = list(dict.fromkeys(words))
+    got = model._encode_many(words)
+    fresh = tokmap.load(exported("minilm")).model
+    assert got == [fresh.encode_piece(w) for w in words]
+    assert any(len(w) > model.max_chars for w in words)
+
+
+def test_token_text_section(minilm, tmp_path):
+    """The exporter writes the tokens' text in sorted order; the dict built from it equals the one
+    built a token at a time, and a file without the section encodes alike."""
+    path = pathlib.Path(minilm[1].path)
+    tok = tokmap.load(path)
+    assert mtok.SECTION_TOKEN_TEXT in tok._f.sections
+    fast = dict(tok.model._words())
+    bare = write(tmp_path, with_section(path, mtok.SECTION_TOKEN_TEXT, None), "bare.mtok")
+    slow_tok = tokmap.load(bare)
+    assert slow_tok.model._words_from_text() is None
+    assert slow_tok.model._words() == fast
+    text = "The quick brown fox, naïve café 中文 unbelievably! " * 40
+    assert slow_tok.encode(text) == tok.encode(text)
+
+
+def test_damaged_token_text_is_refused(minilm, tmp_path):
+    """(The file without truncation: a document takes the whole-stretch path, which builds the dict.)"""
+    path = pathlib.Path(minilm[1].path)
+    sid = mtok.SECTION_TOKEN_TEXT
+    good = tokmap.load(path)
+    off = good._f.sections[sid][1]
+    payload = bytes(good._f.view(sid, mtok.U8))
+    data = bytearray(path.read_bytes())
+    data[off + 100] ^= 0x01
+    cases = [(write(tmp_path, bytes(data), "flip.mtok"), "checksum")]
+    lines = payload.split(b"\n")
+    cases.append((write(tmp_path, with_section(path, sid, b"\n".join(lines[:-2] + [b""]), mtok.U8), "short.mtok"),
+                  "one distinct text per sorted id"))
+    dup = lines[:]
+    dup[5] = dup[6]
+    cases.append((write(tmp_path, with_section(path, sid, b"\n".join(dup), mtok.U8), "dup.mtok"),
+                  "one distinct text per sorted id"))
+    cases.append((write(tmp_path, with_section(path, sid, payload[:-1] + b"\xff", mtok.U8), "utf8.mtok"),
+                  "one distinct text per sorted id"))
+    text = " ".join(f"w{k}" for k in range(400))  # 400 distinct words: the dict is built
+    for bad, match in cases:
+        with pytest.raises(tokmap.FormatError) as ei:
+            tokmap.load(bad).encode(text)
+        check_error(ei.value, bad, "token_text", tokmap.load(bad)._f.sections[sid][1], match)
+    assert wordpiece.DICT_WORDS < 400
