@@ -810,3 +810,54 @@ def test_every_alternative_opens_with_a_char_test():
     assert op is C.BRANCH
     firsts = [alt.data[0][0] for alt in av[1]]
     assert len(firsts) > 7 and all(f in (C.IN, C.LITERAL, C.NOT_LITERAL) for f in firsts), firsts
+
+
+RUN_PATTERNS = [  # (pattern, flavor, k or None when no alternative qualifies)
+    ("cl100k", "fancy", 3), ("o200k", "fancy", 3), ("r50k", "fancy", None), ("qwen3", "onig", 1),
+    ("llama3", "onig", 3), ("gpt4o", "onig", 3), ("cl100k-as-onig", "onig", None),  # ({1,3})+ there
+    (r"\d{1,3}|\w+|\s+", "fancy", None),  # \w consumes digits too
+    (r"\d{1,2}+|[a-z]+|(?=\d)x|\s+", "fancy", 2),  # a lookahead consumes nothing
+    (r"\d{1,4}|[a-z]*|\s", "fancy", None),  # an alternative that can match empty
+    (r"\d{2,3}|[a-z]+|\s+", "fancy", None),  # not from 1
+    (r"[a-c]{1,3}?|\d+", "fancy", None),  # lazy
+]
+
+
+def _run_pattern(pid: str) -> str:
+    pats = _tiktoken_patterns()
+    if pid in pats:
+        return pats[pid]
+    if pid == "cl100k-as-onig":
+        return pats["cl100k"]
+    if pid in ("qwen3", "llama3", "gpt4o"):
+        return _split_pattern(pid)
+    return pid
+
+
+@pytest.mark.parametrize("pid,flavor,k", RUN_PATTERNS)
+def test_run_alternative_found_and_exact(pid, flavor, k):
+    """_run_branch finds the D{1,k} alternative that alone consumes D's chars; the runs pattern
+    (D++ there) with each of its D-runs longer than k cut into k-char pieces from the start gives
+    exactly the pattern's own matches, on strings crowded with D's chars (ASCII and other
+    numbers) between letters, marks, spaces and punctuation."""
+    cp = compile_pattern(_run_pattern(pid), flavor, allow_empty=True)
+    assert cp.run_k == (k or 0) and bool(cp.runs_pattern) == (k is not None)
+    if k is None:
+        return
+    m = mine(_run_pattern(pid), flavor)
+    plain, runs = re.compile(cp.py_pattern), re.compile(cp.runs_pattern)
+    long_run = re.compile(f"{cp.run_set}{{{k + 1},}}")
+    rng = random.Random(11)
+    alphabet = "0123456789" * 3 + "\u0663\u0664\u00b2\u2167\U0001d7ce" + "abXY\u00e9\u4e00 \n\t.,'/-\u0301"
+    for _ in range(3000):
+        text = "".join(rng.choice(alphabet) for _ in range(rng.randrange(0, 40)))
+        t = m.translate(text)
+        want = [mm.span() for mm in plain.finditer(t)]
+        got = []
+        for mm in runs.finditer(t):
+            s, e = mm.span()
+            if long_run.fullmatch(t, s, e):
+                got += [(a, min(a + k, e)) for a in range(s, e, k)]
+            else:
+                got.append((s, e))
+        assert got == want, (text, got, want)

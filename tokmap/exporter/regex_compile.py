@@ -63,6 +63,9 @@ class CompiledPattern:
     unicode_version: str
     py_pattern_bmp: str = ""
     py_pattern_full: str = ""
+    runs_pattern: str = ""  # py_pattern with its D{1,k} alternative as D++ (_run_branch), or ""
+    run_set: str = ""  # ... D as py_pattern spells it
+    run_k: int = 0  # ... and k
 
 
 # --------------------------------------------------------------------------------------------
@@ -856,6 +859,47 @@ def _open_with_set(branch) -> list:
     return [one] + _open_with_set(("seq", rest) if len(rest) > 1 else rest[0])
 
 
+def _consumed_sets(node, out: list):
+    """The sets node can consume chars with (lookarounds consume none)."""
+    kind = node[0]
+    if kind == "set":
+        out.append(node[1])
+    elif kind in ("seq", "alt"):
+        for n in node[1]:
+            _consumed_sets(n, out)
+    elif kind in ("atomic", "repeat"):
+        _consumed_sets(node[1], out)
+    return out
+
+
+def _run_branch(ast):
+    """(index, set, k) of the top-level alternative D{1,k} (greedy or possessive; or D alone, k=1)
+    that alone can consume a char of D, when every other alternative consumes at least one char;
+    else None. Then every maximal run of D chars is matched as consecutive k-char pieces from
+    its start (the last shorter): no other alternative matches at a D char, none runs into one,
+    and findall resumes at the run's first char. The same pattern with D+ there (runs_variant)
+    matches each run whole, which the runtime cuts into those pieces itself (cl100k's and
+    o200k's digits: 10^6 of them are one match instead of 333,334)."""
+    if ast[0] != "alt":
+        return None
+    for i, b in enumerate(ast[1]):
+        if b[0] == "set":
+            d, k = b[1], 1
+        elif b[0] == "repeat" and b[1][0] == "set" and b[2] == 1 and b[3] is not None and b[4] != "lazy":
+            d, k = b[1][1], b[3]
+        else:
+            continue
+        others = ast[1][:i] + ast[1][i + 1:]
+        if all(_min_len(o) > 0 for o in others) and not any(
+                _cs_intersects(d, c) for o in others for c in _consumed_sets(o, [])):
+            return i, d, k
+    return None
+
+
+def _cs_intersects(a, b) -> bool:
+    return _cs_union(_cs_complement(a), _cs_complement(b)) != (0, _NCP)
+
+
 def _partition(sets: list):
     """Assign every code point a translated char.  Returns (table bytearray of 0x110000 entries,
     list of per-set member lists of translated chars)."""
@@ -1048,6 +1092,13 @@ def compile_pattern(pattern: str, flavor: str, allow_empty: bool = False) -> Com
     sets = list(dict.fromkeys(sets))  # dedupe, keep order
     table, members = _partition(sets)
     set_text = {s: _emit_set(m) for s, m in zip(sets, members)}
+    runs = _run_branch(ast)
+    runs_pattern = run_set = ""
+    if runs is not None:
+        i, d, k = runs
+        whole = ("repeat", ("set", d), 1, None, "possessive")
+        runs_pattern = _Emitter(set_text).emit(_factor(_lead_with_sets(("alt", ast[1][:i] + [whole] + ast[1][i + 1:]))))
+        run_set = set_text[d]
     ast = _factor(_lead_with_sets(ast))
     py_pattern = _Emitter(set_text).emit(ast)
     py_pattern_bmp = _Emitter({s: _emit_bmp_set(s) for s in sets}).emit(ast)
@@ -1065,4 +1116,5 @@ def compile_pattern(pattern: str, flavor: str, allow_empty: bool = False) -> Com
         index += n.to_bytes(2, "little")
     return CompiledPattern(py_pattern=py_pattern, class_index=bytes(index),
                            class_blocks=bytes(blocks), unicode_version=UNICODE_VERSION,
-                           py_pattern_bmp=py_pattern_bmp, py_pattern_full=py_pattern_full)
+                           py_pattern_bmp=py_pattern_bmp, py_pattern_full=py_pattern_full,
+                           runs_pattern=runs_pattern, run_set=run_set, run_k=runs[2] if runs else 0)

@@ -37,6 +37,11 @@ def check_meta(m: dict) -> None:
                     need(isinstance(s[k], dict), f"{field}.{k}", "an object")
             for k in ("class_index", "class_blocks"):
                 need(is_int(s.get(k)), f"{field}.{k}", "a blob number")
+            if "runs" in s:  # runtime/pretokenizers.SplitStep.runs
+                r = obj(s["runs"], f"{field}.runs")
+                need(isinstance(r.get("regex"), str), f"{field}.runs.regex", "a string")
+                need(isinstance(r.get("set"), str), f"{field}.runs.set", "a string")
+                need(is_int(r.get("k"), 1, 1 << 16), f"{field}.runs.k", "an integer in [1, 2^16)")
 
     def metaspace_step(s, field):
         need(isinstance(s.get("replacement"), str) and len(s["replacement"]) == 1, f"{field}.replacement",

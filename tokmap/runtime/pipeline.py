@@ -20,6 +20,8 @@ from .added import AddedToken, Matcher
 from .pretokenizers import SplitStep, expand
 
 
+RUNS_TEXT = 1 << 12  # chars; a shorter text never takes the runs pattern (SplitStep.runs) ...
+RUNS_SHARE = 4  # ... nor one whose chars are less than 1/4 of the run class's
 _NON_ASCII = re.compile("[^\x00-\x7f]")
 
 
@@ -65,6 +67,8 @@ class Pipeline:
                     self.special_ids.discard(a.id)
         self._special_regex = {}
         self.fast_split = _fast_split_step(self.pre, model)
+        # whole runs of the split pattern's D{1,k} alternative, when the model cuts them itself
+        self.runs = bool(self.fast_split is not None and self.fast_split.runs and getattr(model, "takes_runs", False))
         self.fast = None  # whole-stretch encoding of other models when no offsets are wanted
         if self.fast_split is None:
             from . import fastpath
@@ -180,40 +184,62 @@ class Pipeline:
         itself; or, from SplitStep.direct, the text with a few astral chars replaced by stand-ins;
         or the class-translated text), and where t differs from the text, the pieces holding a
         changed char cut from the original."""
+        return self._split_runs(text, False)[0]
+
+    def _split_runs(self, text: str, runs: bool):
+        """(split_fast's pieces, None); with runs (the model takes them) and a pattern whose
+        D{1,k} alternative cuts runs of D chars (SplitStep.runs), a translated text's runs longer
+        than k are whole pieces instead: (pieces, (k, set of those runs)) for encode_pieces."""
         step = self.fast_split
         direct = step.direct(text)
         regex, t, changed = direct if direct is not None else (step.regex, step.translate(text), None)
+        long = None
+        if runs and direct is None and len(t) >= RUNS_TEXT:
+            whole, long_run, k, others = step.runs_regex()
+            # Only a text mostly of D's chars is worth the search for runs (~13 ns a char): an
+            # ASCII document with a few years in it would lose it (2 C passes count them first).
+            if len(t.encode("latin-1").translate(None, others)) * RUNS_SHARE >= len(t):
+                long = {text[m.start():m.end()] for m in long_run.finditer(t)}
+                if long:
+                    regex, long = whole, (k, long)
+                else:
+                    long = None
         parts = regex.findall(t)
         if t is text:  # the matches are the pieces (when they cover the text, or only matches count)
             if step.invert or sum(map(len, parts)) == len(text):
-                return parts
-            return [text[s:e] for s, e in step.spans(text)]
+                return parts, long
+            return [text[s:e] for s, e in step.spans(text)], None
         ends = list(accumulate(map(len, parts)))
         if (ends[-1] if ends else 0) != len(text):  # gaps (Split(invert=True, removed) drops them)
-            return [text[s:e] for s, e in step.spans(text)]
+            return [text[s:e] for s, e in step.spans(text)], None
         # The matches tile the text: the pieces, whether the matches are them (invert) or they
         # cover it anyway; each is its original text, re-cut below where a char was changed.
         if changed is None and (len(text.encode("utf-8", "surrogatepass")) - len(text)) * 8 < len(parts):
             changed = (m.start() for m in _NON_ASCII.finditer(t))  # mostly ASCII: few translated chars
         if changed is None:
-            return list(map(text.__getitem__, map(slice, chain((0,), ends), ends)))
+            return list(map(text.__getitem__, map(slice, chain((0,), ends), ends))), long
         for p in changed:  # only the pieces holding a changed char differ from the original
             k = bisect_right(ends, p)
             parts[k] = text[ends[k] - len(parts[k]):ends[k]]
-        return parts
+        return parts, long
+
+    def _split_ids(self, text: str) -> list[int]:
+        """The model's ids of split_fast's pieces (runs whole where the model cuts them)."""
+        pieces, runs = self._split_runs(text, self.runs)
+        return self.model.encode_pieces(pieces) if runs is None else self.model.encode_pieces(pieces, runs)
 
     def _fast_text(self, text: str, ids: list) -> None:
         """_units_of_text + the model, for a stretch with no raw-pass added token, ids only."""
         if self.normalizers:
             text = self.normalize(text)[0]
         if self.norm_matcher is None:
-            ids.extend(self.model.encode_pieces(self.split_fast(text)))
+            ids.extend(self._split_ids(text))
             return
         for tok, s, e in self.norm_matcher.split(text):
             if tok is not None:
                 ids.append(tok.id)
             elif e > s:
-                ids.extend(self.model.encode_pieces(self.split_fast(text[s:e])))
+                ids.extend(self._split_ids(text[s:e]))
 
     def _fast_sequence(self, text: str) -> list[int]:
         ids: list[int] = []
@@ -229,7 +255,7 @@ class Pipeline:
 
     def _ordinary_into(self, text: str, base: int, ids: list) -> None:
         if self.fast_split is not None:
-            ids.extend(self.model.encode_pieces(self.split_fast(text)))
+            ids.extend(self._split_ids(text))
         else:
             self.encode_pieces(self.pieces(text, base), ids, None)
 

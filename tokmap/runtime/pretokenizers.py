@@ -138,6 +138,26 @@ class SplitStep(SpanStep):
         self._full_regex = None if self.full and self._full_code is not None else False
         self._stand_ins: dict[int, str | None] = {}
         self._f = f
+        # The pattern with its D{1,k} alternative as D++ (exporter's regex_compile._run_branch):
+        # each run of D chars one match, which the model cuts into k-char pieces (absent: None).
+        self.runs = step.get("runs")
+        self._runs_regex = None
+
+    def runs_regex(self):
+        """(the pattern with whole runs, a pattern matching the runs longer than k, k, the bytes
+        of the translated text's alphabet (chars < 256) outside the run class), made on first use."""
+        if self._runs_regex is None:
+            r = self.runs
+            try:
+                member = re.compile(r["set"]).fullmatch
+                others = bytes(b for b in range(256) if member(chr(b)) is None)
+                self._runs_regex = (re.compile(r["regex"]), re.compile(f"{r['set']}{{{r['k'] + 1},}}"), r["k"],
+                                    others)
+            except re.error as e:
+                f = self._f
+                raise FormatError(f.path, f"split runs regex does not compile: {e}", section="meta",
+                                  offset=f.sections[mtok.SECTION_META][1]) from None
+        return self._runs_regex
 
     def bmp_regex(self):
         """The compiled py_pattern_bmp, None when the file has none: from the engine code stored at
