@@ -224,3 +224,23 @@ def test_damaged_atomic_chars_is_refused(tmp_path):
                 "outside the vocabulary")
     bare = write(tmp_path, with_section(path, mtok.SECTION_ATOMIC_CHARS, None), "bare.mtok")
     assert tokmap.load(bare).encode_ordinary(text) == tokmap.load(path).encode_ordinary(text)
+
+
+def test_bmp_index_only_for_batches_of_many_chars(exported, corpus, testdata):
+    """The premerge's BMP index (~4 ms to build) waits for a batch of BMP_INDEX_CHARS multi-byte
+    chars; before, each is found by binary search. Ids equal tiktoken's either way."""
+    from test_conformance import Ref
+
+    from conftest import model_source
+    from tokmap.runtime.models import bpe
+
+    ref = Ref("cl100k_base", model_source(testdata, "cl100k_base"))
+    tok = tokmap.load(exported("cl100k_base"))
+    en = corpus("en")
+    assert tok.encode_ordinary(en) == ref.tok.encode_ordinary(en)
+    model = tok.pipeline.model
+    assert model._batch is not None and model._atomic_bmp is None  # en.txt: a BOM and a few quotes
+    text = corpus("utf8seq")  # every code point once: a batch of ~200K multi-byte chars
+    assert sum(len(c.encode()) > 1 for c in text) > bpe.BMP_INDEX_CHARS
+    assert tok.encode_ordinary(text) == ref.tok.encode_ordinary(text)
+    assert model._atomic_bmp is not None

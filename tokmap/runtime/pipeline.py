@@ -195,10 +195,10 @@ class Pipeline:
         regex, t, changed = direct if direct is not None else (step.regex, step.translate(text), None)
         long = None
         if runs and direct is None and len(t) >= RUNS_TEXT:
-            whole, long_run, k, others = step.runs_regex()
             # Only a text mostly of D's chars is worth the search for runs (~13 ns a char): an
             # ASCII document with a few years in it would lose it (2 C passes count them first).
-            if len(t.encode("latin-1").translate(None, others)) * RUNS_SHARE >= len(t):
+            if len(t.encode("latin-1").translate(None, step.run_others())) * RUNS_SHARE >= len(t):
+                whole, long_run, k = step.runs_regex()
                 long = {text[m.start():m.end()] for m in long_run.finditer(t)}
                 if long:
                     regex, long = whole, (k, long)

@@ -141,23 +141,31 @@ class SplitStep(SpanStep):
         # The pattern with its D{1,k} alternative as D++ (exporter's regex_compile._run_branch):
         # each run of D chars one match, which the model cuts into k-char pieces (absent: None).
         self.runs = step.get("runs")
-        self._runs_regex = None
+        self._runs_regex = self._run_others = None
+
+    def run_others(self) -> bytes:
+        """The bytes of a translated text's alphabet (chars < 256) outside the run class: deleting
+        them counts the run class's chars (made on first use: one small compile)."""
+        if self._run_others is None:
+            member = self._compile(self.runs["set"]).fullmatch
+            self._run_others = bytes(b for b in range(256) if member(chr(b)) is None)
+        return self._run_others
 
     def runs_regex(self):
-        """(the pattern with whole runs, a pattern matching the runs longer than k, k, the bytes
-        of the translated text's alphabet (chars < 256) outside the run class), made on first use."""
+        """(the pattern with whole runs, a pattern matching the runs longer than k, k), compiled
+        on first use (the whole pattern: a few ms, paid only by a text of runs)."""
         if self._runs_regex is None:
             r = self.runs
-            try:
-                member = re.compile(r["set"]).fullmatch
-                others = bytes(b for b in range(256) if member(chr(b)) is None)
-                self._runs_regex = (re.compile(r["regex"]), re.compile(f"{r['set']}{{{r['k'] + 1},}}"), r["k"],
-                                    others)
-            except re.error as e:
-                f = self._f
-                raise FormatError(f.path, f"split runs regex does not compile: {e}", section="meta",
-                                  offset=f.sections[mtok.SECTION_META][1]) from None
+            self._runs_regex = (self._compile(r["regex"]), self._compile(f"{r['set']}{{{r['k'] + 1},}}"), r["k"])
         return self._runs_regex
+
+    def _compile(self, pattern: str):
+        try:
+            return re.compile(pattern)
+        except re.error as e:
+            f = self._f
+            raise FormatError(f.path, f"split runs regex does not compile: {e}", section="meta",
+                              offset=f.sections[mtok.SECTION_META][1]) from None
 
     def bmp_regex(self):
         """The compiled py_pattern_bmp, None when the file has none: from the engine code stored at

@@ -31,6 +31,7 @@ CHUNK_PIECE = 4096  # bytes; a piece this long (and longer than any token) is me
 FILTER_WORDS = 4096  # words in one batch from which the hash filter (~2 ms to build) pays for itself
 CACHE_PIECE = 256  # chars; longer pieces are remembered within a budget (models.LongPieces)
 CACHE_MAX = 1 << 19  # pieces; the cache is emptied when it grows past this
+BMP_INDEX_CHARS = 1 << 14  # multi-byte chars in one batch from which premerge builds its index
 RUN_NUMPY = 4096  # chars; a longer run (SplitStep.runs) is cut by numpy (_long_run_ids) ...
 RUN_KEYS = 1 << 22  # ... when this many keys cover every cut its alphabet allows
 CUT_SHARE = 3  # pieces are cut into parts (bpe_cuts.py) when at least 1/3 of the tested boundaries cut ...
@@ -442,9 +443,7 @@ class BPE(VocabFile):
                 return None
             single = None
             if self._atomic is not None:  # characters whose token BPE forms first: start from it
-                from .bpe_batch import premerge_chars
-
-                sym, mlen, mraw, single = premerge_chars(sym, mraw, mlen, self._atomic, self._atomic_bmp)
+                sym, mlen, mraw, single = self._premerge(sym, mraw, mlen)
             mfinal, mcounts = self._batch.merge(sym, mlen, self._merge, min_yield, mraw, single, self._byte_ids_np)
             counts[miss] = mcounts
         ends = np.cumsum(counts)
@@ -514,9 +513,7 @@ class BPE(VocabFile):
             return None
         single, mlen = None, lengths
         if self._atomic is not None:
-            from .bpe_batch import premerge_chars
-
-            sym, mlen, craw, single = premerge_chars(sym, craw, lengths, self._atomic, self._atomic_bmp)
+            sym, mlen, craw, single = self._premerge(sym, craw, lengths)
         ids, counts = self._batch.merge(sym, mlen, self._merge, 0, craw, single, self._byte_ids_np)
         return ids.astype(np.int64), counts
 
@@ -545,6 +542,18 @@ class BPE(VocabFile):
             raise FormatError(f.path, f"inconsistent file: {e}", section="piece_hash",
                               offset=f.sections[mtok.SECTION_PIECE_HASH][1]) from None
 
+    def _premerge(self, sym, raw, lengths):
+        """bpe_batch.premerge_chars, with its BMP index built once a batch holds enough multi-byte
+        chars to pay for it (~4 ms; a binary search each otherwise: en.txt has one, its BOM)."""
+        import numpy as np
+
+        from .bpe_batch import bmp_index, premerge_chars
+
+        bmp = self._atomic_bmp
+        if bmp is None and np.count_nonzero(raw >= 0xC0) >= BMP_INDEX_CHARS:
+            bmp = self._atomic_bmp = bmp_index(self._atomic)
+        return premerge_chars(sym, raw, lengths, self._atomic, bmp)
+
     def _start_batch(self):
         import numpy as np
 
@@ -559,9 +568,6 @@ class BPE(VocabFile):
             if len(self._atomic) and int((self._atomic & np.uint64(0xFFFFFFFF)).max()) >= len(self.off) - 1:
                 raise FormatError(f.path, "inconsistent file: token id outside the vocabulary",
                                   section="atomic_chars", offset=f.sections[mtok.SECTION_ATOMIC_CHARS][1])
-            from .bpe_batch import bmp_index
-
-            self._atomic_bmp = bmp_index(self._atomic)
         if f.has(mtok.SECTION_CUT_WINDOWS):  # optional: older files never cut a piece
             from .bpe_cuts import load_table
 
