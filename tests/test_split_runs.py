@@ -1,4 +1,4 @@
-"""Runs of the split pattern's D{1,k} alternative taken whole (SplitStep.runs, BPE._run_ids),
+"""Runs of the split pattern's D{1,k} alternative taken whole (SplitStep.runs, models/bpe_runs.py),
 against the references on the real files.
 
 The exporter stores the pattern with that alternative as D++ when no other alternative consumes
@@ -15,7 +15,7 @@ import pytest
 
 import tokmap
 from tokmap import mtok
-from tokmap.runtime.models import bpe
+from tokmap.runtime.models import bpe, bpe_runs
 
 from conftest import model_source
 from test_hostile_files import check_error, with_meta, write
@@ -67,20 +67,20 @@ def _texts(seed: int) -> list[str]:
 def test_runs_equal_the_reference(name, exported, refs, monkeypatch):
     """Cold and warm, with spies seeing both the str cuts and the numpy cuts taken."""
     seen = {"runs": 0, "numpy": 0}
-    real_runs, real_np = bpe.BPE._run_ids, bpe.BPE._long_run_ids
+    real_runs, real_np = bpe_runs.run_ids, bpe_runs.long_run_ids
 
-    def run_ids(self, runs):
+    def run_ids(model, runs):
         seen["runs"] += len(runs[1])
         assert runs[0] == MODELS[name]
-        return real_runs(self, runs)
+        return real_runs(model, runs)
 
-    def long_run_ids(self, p, k):
-        got = real_np(self, p, k)
+    def long_run_ids(model, p, k):
+        got = real_np(model, p, k)
         seen["numpy"] += got is not None
         return got
 
-    monkeypatch.setattr(bpe.BPE, "_run_ids", run_ids)
-    monkeypatch.setattr(bpe.BPE, "_long_run_ids", long_run_ids)
+    monkeypatch.setattr(bpe_runs, "run_ids", run_ids)
+    monkeypatch.setattr(bpe_runs, "long_run_ids", long_run_ids)
     ref = refs[name]
     tok = tokmap.load(exported(name))
     for text in _texts(1):
@@ -95,7 +95,7 @@ def test_runs_when_the_cache_empties_and_alphabets_are_wide(name, exported, refs
     """A tiny piece cache (emptied inside the run's own encode) and a run whose alphabet is too
     wide for a table of every cut (each cut a str then) give the same ids."""
     monkeypatch.setattr(bpe, "CACHE_MAX", 64)
-    monkeypatch.setattr(bpe, "RUN_KEYS", 8)
+    monkeypatch.setattr(bpe_runs, "RUN_KEYS", 8)
     ref = refs[name]
     tok = tokmap.load(exported(name))
     for text in _texts(2):

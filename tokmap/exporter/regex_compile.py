@@ -663,17 +663,20 @@ class _Parser:
 # --------------------------------------------------------------------------------------------
 
 
-def _collect_sets(node, out: list):
+def _collect_sets(node, out: list, lookarounds: bool = True) -> list:
+    """The sets in node (lookarounds=False: only those it consumes chars with)."""
     kind = node[0]
     if kind == "set":
         out.append(node[1])
     elif kind in ("seq", "alt"):
         for n in node[1]:
-            _collect_sets(n, out)
+            _collect_sets(n, out, lookarounds)
     elif kind == "look":
-        _collect_sets(node[2], out)
+        if lookarounds:
+            _collect_sets(node[2], out)
     elif kind in ("atomic", "repeat"):
-        _collect_sets(node[1], out)
+        _collect_sets(node[1], out, lookarounds)
+    return out
 
 
 def _min_len(node) -> int:
@@ -859,19 +862,6 @@ def _open_with_set(branch) -> list:
     return [one] + _open_with_set(("seq", rest) if len(rest) > 1 else rest[0])
 
 
-def _consumed_sets(node, out: list):
-    """The sets node can consume chars with (lookarounds consume none)."""
-    kind = node[0]
-    if kind == "set":
-        out.append(node[1])
-    elif kind in ("seq", "alt"):
-        for n in node[1]:
-            _consumed_sets(n, out)
-    elif kind in ("atomic", "repeat"):
-        _consumed_sets(node[1], out)
-    return out
-
-
 def _run_branch(ast):
     """(index, set, k) of the top-level alternative D{1,k} (greedy or possessive; or D alone, k=1)
     that alone can consume a char of D, when every other alternative consumes at least one char;
@@ -891,7 +881,7 @@ def _run_branch(ast):
             continue
         others = ast[1][:i] + ast[1][i + 1:]
         if all(_min_len(o) > 0 for o in others) and not any(
-                _cs_intersects(d, c) for o in others for c in _consumed_sets(o, [])):
+                _cs_intersects(d, c) for o in others for c in _collect_sets(o, [], lookarounds=False)):
             return i, d, k
     return None
 

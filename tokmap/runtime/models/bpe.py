@@ -32,8 +32,6 @@ FILTER_WORDS = 4096  # words in one batch from which the hash filter (~2 ms to b
 CACHE_PIECE = 256  # chars; longer pieces are remembered within a budget (models.LongPieces)
 CACHE_MAX = 1 << 19  # pieces; the cache is emptied when it grows past this
 BMP_INDEX_CHARS = 1 << 14  # multi-byte chars in one batch from which premerge builds its index
-RUN_NUMPY = 4096  # chars; a longer run (SplitStep.runs) is cut by numpy (_long_run_ids) ...
-RUN_KEYS = 1 << 22  # ... when this many keys cover every cut its alphabet allows
 CUT_SHARE = 3  # pieces are cut into parts (bpe_cuts.py) when at least 1/3 of the tested boundaries cut ...
 PROBE_BYTES = 1 << 16  # ... in a first look at this much of them (BPE._cuts_pay)
 
@@ -115,7 +113,7 @@ class BPE(VocabFile):
     def encode_pieces(self, pieces: list[str], runs=None) -> list[int]:
         """Ids of a list of pieces, concatenated: cache hits cost one C-level dict lookup each.
         runs: (k, set of pieces) when some pieces are whole runs that the pre-tokenizer's pattern
-        cuts into k-char pieces (SplitStep.runs): such a piece's ids are its cuts' ids."""
+        cuts into k-char pieces (SplitStep.runs): such a piece's ids are its cuts' (bpe_runs.py)."""
         cache = self.piece_cache
         if cache:
             try:  # all hits (a warm call): one pass; the first miss abandons it
@@ -123,77 +121,6 @@ class BPE(VocabFile):
             except KeyError:
                 pass
         return list(chain.from_iterable(self._fill_misses(pieces, runs)))
-
-    def _run_ids(self, runs) -> dict:
-        """Each run piece the cache lacks -> the ids of its k-char cuts (encoded as any pieces;
-        remembered under the run as well, where no piece the pattern makes could be the same
-        text: its own pieces of these chars are at most k long)."""
-        k, whole = runs
-        cache, out, rest = self.piece_cache, {}, []
-        for p in whole:
-            if p not in cache:
-                ids = self._long_run_ids(p, k) if len(p) >= RUN_NUMPY and batch_pays(len(p)) else None
-                if ids is None:
-                    rest.append(p)
-                else:
-                    out[p] = tuple(ids)
-        if rest:  # the cuts of all the others encoded in one call, then each run's gathered
-            cuts = [list(map(p.__getitem__, map(slice, range(0, len(p), k), range(k, len(p) + k, k)))) for p in rest]
-            self.encode_pieces(list(chain.from_iterable(cuts)))
-            for p, c in zip(rest, cuts):
-                parts = list(map(cache.get, c))
-                if None in parts:  # (the cache was emptied on the way)
-                    parts = list(map(self.encode_piece, c))
-                out[p] = tuple(chain.from_iterable(parts))
-        return out
-
-    def _long_run_ids(self, p: str, k: int) -> list[int] | None:
-        """_run_ids of one long run: its k-char cuts as integer keys over the run's own alphabet,
-        each distinct cut encoded once (10^6 digits hold 1,000 distinct among 333,334; a str per
-        cut costs ~0.2 us to make), the ids gathered by numpy; None when the alphabet is too big
-        for a table of every possible cut (each cut then a str)."""
-        import numpy as np
-
-        m = len(p) // k
-        body = p[:m * k]
-        size = 256 if body.isascii() else 0x110000
-        chars = (np.frombuffer(body.encode("latin-1"), dtype=np.uint8) if size == 256 else
-                 np.frombuffer(body.encode("utf-32-le", "surrogatepass"), dtype=np.uint32))
-        present = np.zeros(size, dtype=bool)
-        present[chars] = True
-        alphabet = np.flatnonzero(present)
-        a = len(alphabet)
-        if a ** k > RUN_KEYS:
-            return None
-        lut = np.zeros(size, dtype=np.int64)
-        lut[alphabet] = np.arange(a)
-        code = lut[chars].reshape(m, k)
-        key = code[:, 0].copy()
-        for j in range(1, k):
-            key = key * a + code[:, j]
-        seen = np.zeros(a ** k, dtype=bool)
-        seen[key] = True
-        distinct = np.flatnonzero(seen)
-        index = np.zeros(a ** k, dtype=np.int64)
-        index[distinct] = np.arange(len(distinct))
-        which = index[key]
-        letters = [chr(c) for c in alphabet.tolist()]
-        texts = ["".join(letters[u // a ** (k - 1 - j) % a] for j in range(k)) for u in distinct.tolist()]
-        self.encode_pieces(texts)
-        got = list(map(self.piece_cache.get, texts))
-        if None in got:  # (the cache was emptied on the way)
-            got = list(map(self.encode_piece, texts))
-        counts = np.fromiter(map(len, got), dtype=np.int64, count=len(got))
-        flat = np.fromiter(chain.from_iterable(got), dtype=np.int64, count=int(counts.sum()))
-        if (counts == 1).all():
-            ids = flat[which].tolist()
-        else:
-            per = counts[which]
-            starts = (np.cumsum(counts) - counts)[which]
-            ids = flat[np.repeat(starts - (np.cumsum(per) - per), per) + np.arange(int(per.sum()))].tolist()
-        if m * k < len(p):
-            ids.extend(self.encode_pieces([p[m * k:]]))
-        return ids
 
     def _fill_misses(self, pieces, runs=None):
         """Each piece's ids, as an iterator (chained straight into the caller's list). The distinct
@@ -205,7 +132,11 @@ class BPE(VocabFile):
         misses then pays in cache and TLB misses (10^6 random letters under o200k: 371-405 ms in
         this order, 504-796 ms in a set's; len() over 154K of them 4.7 against 30 ms)."""
         cache = self.piece_cache
-        extra = self._run_ids(runs) if runs is not None else None  # (before: it may empty the cache)
+        extra = None
+        if runs is not None:  # (first: encoding the runs' cuts may empty the cache)
+            from . import bpe_runs
+
+            extra = bpe_runs.run_ids(self, runs)
         distinct = dict.fromkeys(pieces)
         if len(cache) + len(distinct) > CACHE_MAX:
             cache.clear()  # emptied before this call's pieces go in, never between them
@@ -303,10 +234,11 @@ class BPE(VocabFile):
         cps = cps_all[char_at[starts[one]]].astype(np.int64)
         row = chars.rows(cps)
         if (row < 0).any():  # chars not met yet: each distinct one merged once
-            seen = np.zeros(0x110000, dtype=bool)
+            top = int(cps.max()) + 1  # (tables up to the largest char met, not all of Unicode)
+            seen = np.zeros(top, dtype=bool)
             seen[cps[row < 0]] = True
             new = np.flatnonzero(seen)
-            first = np.empty(0x110000, dtype=np.int64)  # (read only where written)
+            first = np.empty(top, dtype=np.int64)  # (read only where written)
             first[cps[::-1]] = one[::-1]  # (any occurrence will do: each is that char's bytes)
             at = starts[first[new]]
             got = self._merge_ranges(raw, at, at + width[first[new]])
