@@ -52,9 +52,9 @@ def _spy(monkeypatch):
     seen = {"fill": 0, "words": 0, "alone": 0}
     real_fill, real_init = fastpath.Chunks._fill, fastpath.Chunks.__init__
 
-    def fill(self, chunks):
+    def fill(self, chunks, sep):
         seen["fill"] += len(chunks)
-        return real_fill(self, chunks)
+        return real_fill(self, chunks, sep)
 
     def init(self, memo, stretch_words, *rest):
         def words(stretch):
@@ -64,10 +64,10 @@ def _spy(monkeypatch):
         real_init(self, memo, words, *rest)
         self.filling = False
 
-    def filling(self, chunks):
+    def filling(self, chunks, sep):
         self.filling = True
         try:
-            return fill(self, chunks)
+            return fill(self, chunks, sep)
         finally:
             self.filling = False
 
@@ -217,3 +217,28 @@ def test_damaged_token_text_is_refused(minilm, tmp_path):
             tokmap.load(bad).encode(text)
         check_error(ei.value, bad, "token_text", tokmap.load(bad)._f.sections[sid][1], match)
     assert wordpiece.DICT_WORDS < 400
+
+
+def test_separator_belongs_to_its_call(minilm, monkeypatch):
+    """Another call on the same tokenizer (another thread) that picks another separator while this
+    call's chunks are being filled must not change this call's: the separator is an argument."""
+    ref, _ = minilm
+    tok = tokmap.load(minilm[1].path)
+    seps = _chunks(tok).seps
+    assert len(seps) >= 2
+    # outer holds the second candidate as a word of its own (it takes the first); inner holds the
+    # first (it takes the second, which would be one of outer's words)
+    outer = " ".join(f"word{k}, x{k}." for k in range(200)) + f" {seps[1]} end"
+    inner = seps[0] + " " + " ".join(f"other{k}; y{k}" for k in range(200))
+    real_fill_batch = fastpath.Chunks._fill_batch
+    nested = []
+
+    def fill_batch(self, chunks, sep):
+        if not nested:
+            nested.append(sep)
+            assert tok.encode(inner) == ref.encode(inner).ids  # runs a whole call in between
+        return real_fill_batch(self, chunks, sep)
+
+    monkeypatch.setattr(fastpath.Chunks, "_fill_batch", fill_batch)
+    assert tok.encode(outer) == ref.encode(outer).ids
+    assert nested == [seps[0]]

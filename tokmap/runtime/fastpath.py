@@ -13,6 +13,7 @@ the general path.
 
 from __future__ import annotations
 
+from functools import partial
 from itertools import chain, compress, islice
 
 
@@ -160,7 +161,6 @@ class Chunks:
     def __init__(self, memo, stretch_words, enc, word_parts):
         self.memo, self.stretch_words, self.enc, self.word_parts = memo, stretch_words, enc, word_parts
         self.bad = self.seps = None  # found on the first long stretch (memo lookups: ~0.3 ms)
-        self.sep = ""  # the separator the current call uses: one its text does not hold
         self.cache: dict[str, tuple[int, ...]] = {}
 
     def _find_chars(self) -> None:
@@ -186,7 +186,6 @@ class Chunks:
         sep = next((c for c in self.seps if c not in stretch), None)
         if sep is None or any(map(stretch.__contains__, self.bad)):
             return self.enc(self.stretch_words(stretch))
-        self.sep = sep
         chunks = stretch.split()
         if not chunks:  # whitespace the table makes delimiters only
             return []
@@ -194,9 +193,10 @@ class Chunks:
             return self.enc(self.stretch_words(stretch))
         from .models import cached_parts
 
-        return list(chain.from_iterable(cached_parts(self.cache, chunks, encode_many=self._fill)))
+        # (the separator goes with the call, not on self: another thread's text may hold it)
+        return list(chain.from_iterable(cached_parts(self.cache, chunks, encode_many=partial(self._fill, sep=sep))))
 
-    def _fill(self, chunks: list[str]) -> list[tuple[int, ...]]:
+    def _fill(self, chunks: list[str], sep: str) -> list[tuple[int, ...]]:
         """The ids of each chunk, all of their words looked up in one model call. A chunk holding a
         char whose result needs its neighbours (the table raises NeedsContext and remembers the
         char) takes the word path alone; the others are tried again in one batch."""
@@ -207,7 +207,7 @@ class Chunks:
             skip = set(alone)
             batch = [c for k, c in enumerate(chunks) if k not in skip] if skip else chunks
             try:
-                got = self._fill_batch(batch)
+                got = self._fill_batch(batch, sep)
                 break
             except NeedsContext:
                 ctx = "".join(map(chr, self.memo.contextual))
@@ -220,8 +220,7 @@ class Chunks:
         it = iter(got)
         return [next(it) if v is None else v for v in out]
 
-    def _fill_batch(self, chunks: list[str]) -> list[tuple[int, ...]]:
-        sep = self.sep
+    def _fill_batch(self, chunks: list[str], sep: str) -> list[tuple[int, ...]]:
         words = list(filter(None, f" {sep} ".join(chunks).translate(self.memo).split(" ")))
         at = list(compress(range(len(words)), map(sep.__eq__, words)))  # the separators
         if len(at) != len(chunks) - 1:  # (a char the table turned into the separator: one by one)
