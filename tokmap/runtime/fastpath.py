@@ -216,15 +216,19 @@ class Chunks:
             return got
         out: list = [None] * len(chunks)
         for k in alone:
-            out[k] = tuple(self.enc(self.stretch_words(chunks[k])))
+            out[k] = self._alone(chunks[k])
         it = iter(got)
         return [next(it) if v is None else v for v in out]
+
+    def _alone(self, chunk: str) -> tuple[int, ...]:
+        """One chunk's ids by the word path."""
+        return tuple(self.enc(self.stretch_words(chunk)))
 
     def _fill_batch(self, chunks: list[str], sep: str) -> list[tuple[int, ...]]:
         words = list(filter(None, f" {sep} ".join(chunks).translate(self.memo).split(" ")))
         at = list(compress(range(len(words)), map(sep.__eq__, words)))  # the separators
         if len(at) != len(chunks) - 1:  # (a char the table turned into the separator: one by one)
-            return [tuple(self.enc(self.stretch_words(c))) for c in chunks]
+            return list(map(self._alone, chunks))
         parts = self.word_parts(words)
         # (most chunks are one word: its tuple as it is)
         return [parts[a] if b - a == 1 else tuple(chain.from_iterable(parts[a:b]))

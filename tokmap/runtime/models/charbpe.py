@@ -22,6 +22,7 @@ from . import bpe
 from .bpe import BPE, batch_pays
 
 LONG_TEXT = 256  # chars; from here a piece is cut by the numpy bigram table (models/charcut.py)
+PIECE_CHARS = 48  # chars; a longer piece is remembered within LongPieces' budget
 MANY_PIECES = 64  # fresh pieces in one call from which all of them, short ones too, are cut in one pass
 CHUNK_CHARS = 512  # chars; a sub-piece this long is merged as glued chunks (models/bpe_chunks.py)
 
@@ -225,11 +226,15 @@ class CharBPE(BPE):
                 if None in parts:
                     parts = list(map(self._encode_sub, subs))
                 out = tuple(chain.from_iterable(parts))
-        if len(text) <= 48:
-            self.piece_cache[text] = out
-        else:
-            out = self._long.add(self.piece_cache, text, out)
-        return out
+        return self._keep_piece(text, out)
+
+    def _keep_piece(self, piece: str, ids):
+        """Put piece -> ids in the piece cache (a long piece within LongPieces' budget); the ids to
+        hand out (a tuple when remembered)."""
+        if len(piece) <= PIECE_CHARS:
+            self.piece_cache[piece] = ids
+            return ids
+        return self._long.add(self.piece_cache, piece, ids)
 
     def encode_words(self, words: list[str]):
         """Ids of many pieces (the whole-stretch path, runtime/fastpath.py), a list or a tuple.
@@ -269,11 +274,7 @@ class CharBPE(BPE):
         for w, sp in zip(short, split):
             ids = tuple(chain.from_iterable(got[at:at + len(sp)])) if len(sp) > 1 else got[at]
             at += len(sp)
-            fresh[w] = ids
-            if len(w) <= 48:
-                cache[w] = ids
-            else:
-                self._long.add(cache, w, ids)
+            fresh[w] = self._keep_piece(w, ids)
         longs = [w for w, ids in fresh.items() if ids is None and w and (one_pass or len(w) >= LONG_TEXT)] \
             if self._table else []
         if len(longs) > 1:  # all of them cut in one pass, their missing parts merged in one batch
@@ -282,10 +283,7 @@ class CharBPE(BPE):
             bounds = [0, *accumulate(map(len, longs[:-1]))]
             ids, at = encode_long("".join(longs), self._table, self._encode_subs, self.sub_cache, bounds)
             for w, a, b in zip(longs, at, at[1:] + [len(ids)]):
-                if len(w) <= 48:
-                    fresh[w] = cache[w] = tuple(ids[a:b])
-                else:
-                    fresh[w] = self._long.add(cache, w, tuple(ids[a:b]))
+                fresh[w] = self._keep_piece(w, tuple(ids[a:b]))
         for w, ids in fresh.items():
             if ids is None:  # a long piece alone, ""
                 fresh[w] = self.encode_piece(w)

@@ -40,21 +40,19 @@ class WordPiece(VocabFile):
         mapped ids is microseconds each. Keyed by str so that a slice of
         the word is looked up without encoding it (surrogatepass both ways keeps every key that an
         encoded slice could equal; bytes no slice encodes to are left out)."""
-        v = self._vocab
-        if v is None:
-            v = self._words_from_text()
-        if v is None:
-            tb, off = bytes(self.tb), self.off.tolist()
-            v = {}
-            for i in reversed(self.sorted_ids.tolist()):  # equal strings: the first in sorted order wins
-                try:
-                    v[tb[off[i] : off[i + 1]].decode("utf-8", "surrogatepass")] = i
-                except UnicodeDecodeError:
-                    pass
         if self._vocab is None:
+            v = self._words_from_text()
+            if v is None:  # (a file without the section: a token at a time)
+                tb, off = bytes(self.tb), self.off.tolist()
+                v = {}
+                for i in reversed(self.sorted_ids.tolist()):  # equal strings: the first in sorted order wins
+                    try:
+                        v[tb[off[i] : off[i + 1]].decode("utf-8", "surrogatepass")] = i
+                    except UnicodeDecodeError:
+                        pass
             self._vocab = v
             self.find = v.get
-        return v
+        return self._vocab
 
     def _words_from_text(self) -> dict[str, int] | None:
         """_words from the token_text section (mtok.SECTION_TOKEN_TEXT), None without one. It is
