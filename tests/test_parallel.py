@@ -85,6 +85,23 @@ def test_jobs_through_a_small_pipe(exported, docs, monkeypatch):
     assert any(partial) and most_queued[0] == parallel.IN_FLIGHT >= 2
 
 
+def test_unpack_shares_int_objects():
+    """A result frame's ids come back as lists of the pool's shared int objects; an id beyond the
+    table (not from a valid file) is still returned, as a new int."""
+    import numpy as np
+    from array import array
+
+    ints = np.arange(1000, dtype=np.int64).astype(object)
+    docs = [[5, 999, 5], [], [0, 7]]
+    lens, ids = array("I", map(len, docs)), array("I", [i for d in docs for i in d])
+    frame = parallel._frame(parallel._OK, 0, len(docs), lens, ids)
+    payload = bytearray(b"".join(frame))[parallel._FRAME.size:]
+    got = parallel._unpack(payload, len(docs), ints)
+    assert got == docs and got[0][1] is ints[999] and got[2][1] is ints[7]
+    assert parallel._unpack(payload, len(docs), ints[:10]) == docs  # 999 is beyond this table
+    assert parallel._unpack(bytearray(), 0, ints) == []
+
+
 def test_plan_weighs_utf8_bytes():
     """Shares are balanced by UTF-8 length: 3-byte CJK documents weigh three times ASCII ones."""
     texts = ["a" * 30_000] * 6 + ["\u65e5" * 10_000] * 6  # equal characters, CJK 3x the bytes

@@ -18,7 +18,9 @@ import -> load -> encode path. Decisions, with the reasons measured for issue 4:
   for 10^6 ids pickling costs 12 ms to dump and 31 ms to load, array('I') 3 ms to fill in the worker
   and 21 ms for frombytes + tolist in the caller (the floor for handing back Python ints), and with
   `as_array=True` the caller only wraps the bytes. A pipe copies 4 MB in about a millisecond, so
-  shared memory would win nothing worth its clean-up hazards.
+  shared memory would win nothing worth its clean-up hazards. The caller's lists take their ints
+  from a table made once per pool (id -> int object) instead of making each anew: the caller's
+  work runs on the workers' cores, so each of its milliseconds is one a worker loses.
 - Two chunks in flight per worker (IN_FLIGHT): the next job waits in the worker's pipe while it
   encodes the current one, so it never idles for a round trip through the caller. With one in
   flight, those round trips left each worker idle about 10% of a batch's wall time (the caller has
@@ -26,7 +28,8 @@ import -> load -> encode path. Decisions, with the reasons measured for issue 4:
   caller's writes are non-blocking (what a full pipe does not take waits in the worker's outbox
   until the selector says the pipe has room), so the caller never blocks on a worker that is itself
   blocked writing a result the caller has not read yet, and the worker stays a plain sequential
-  loop. Its stdin pipe is enlarged to 1 MiB where Linux allows, so most jobs go in one write.
+  loop. Its pipes are enlarged to 1 MiB where Linux allows, so most jobs go in one write and a
+  worker writes most results whole and goes on to its next job while the caller reads.
 - Each worker owns a contiguous share of the batch, cut into chunks that shrink towards its end and
   run largest first, and a worker that runs dry takes the smallest chunk of the share with most
   left. Shares and chunks are weighed in UTF-8 bytes, not characters: a CJK character costs about
@@ -151,10 +154,14 @@ class _Worker:
         self.rfd = self.proc.stdout.fileno()
         self.wfd = self.proc.stdin.fileno()
         _send(self.wfd, _JOB, 0, 0, pickle.dumps((path, fp), 5))
-        try:  # room for a whole job in the pipe: fewer partial writes (Linux only; optional)
+        # Room for a whole job in the stdin pipe (fewer partial writes) and for most of a result in
+        # the stdout pipe: with the default 64 KiB a worker writing a 1 MB result stops ~16 times
+        # until the caller has drained the pipe, instead of going on to its next job (Linux only).
+        try:
             import fcntl
 
-            fcntl.fcntl(self.wfd, fcntl.F_SETPIPE_SZ, _PIPE_BYTES)
+            for fd in (self.wfd, self.rfd):
+                fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, _PIPE_BYTES)
         except (ImportError, AttributeError, OSError):
             pass
         os.set_blocking(self.wfd, False)
@@ -190,8 +197,10 @@ class _Worker:
 class WorkerPool:
     """N worker processes, each with the same .mtok mapped, for one Tokenizer."""
 
-    def __init__(self, path, fp: bytes, workers: int):
+    def __init__(self, path, fp: bytes, workers: int, vocab_size: int = 0):
         self.path, self.size, self.pid = os.fspath(path), workers, os.getpid()
+        self.vocab_size = vocab_size
+        self._ints = None  # numpy object array: id -> one shared int object (see _unpack)
         self.lock = threading.Lock()
         self.closed = False
         self.workers: list[_Worker] = []
@@ -253,7 +262,8 @@ class WorkerPool:
                     # Feed the worker before unpacking, so it computes while the caller copies.
                     self._feed(w, sched, index, texts, job_payload, errors, sel)
                     if kind == _OK:
-                        results[job] = (_unpack_np if as_array else _unpack)(payload, count)
+                        results[job] = _unpack_np(payload, count) if as_array \
+                            else _unpack(payload, count, self._int_objects())
         except BaseException:
             self.close()
             raise
@@ -262,6 +272,14 @@ class WorkerPool:
         if errors:
             raise errors[min(errors)]
         return [ids for chunk in results for ids in chunk]
+
+    def _int_objects(self):
+        """Every id's int object, made once per pool: the lists handed back share them (see _unpack)."""
+        if self._ints is None:
+            import numpy as np
+
+            self._ints = np.arange(self.vocab_size, dtype=np.int64).astype(object)
+        return self._ints
 
     def _feed(self, w: _Worker, sched, index, texts, job_payload, errors, sel) -> None:
         """Queue jobs for w until IN_FLIGHT are out or none is left, and write what its pipe takes.
@@ -276,7 +294,7 @@ class WorkerPool:
                 break
             a, b = chunk
             w.jobs.append(index[chunk])
-            w.outbox.extend(_frame(_JOB, index[chunk], b - a, job_payload + pickle.dumps(texts[a:b], 5)))
+            w.outbox.extend(_frame(_JOB, index[chunk], b - a, job_payload, pickle.dumps(texts[a:b], 5)))
         if w.outbox and not waiting and not w.flush():
             sel.register(w.wfd, selectors.EVENT_WRITE, w)
 
@@ -332,17 +350,19 @@ class _Scheduler:
 
 
 # -- framing ----------------------------------------------------------------------------------
-def _frame(kind: int, job: int, count: int, payload) -> list[memoryview]:
-    """A frame as the buffers to write: header and payload (one buffer when small)."""
-    body = memoryview(payload).cast("B")
-    head = _FRAME.pack(kind, job, count, body.nbytes)
-    if body.nbytes < 1 << 16:
-        return [memoryview(head + body.tobytes())]
-    return [memoryview(head), body]  # large payload: two writes rather than a copy into one buffer
+def _frame(kind: int, job: int, count: int, *parts) -> list[memoryview]:
+    """A frame as the buffers to write: header and payload, the payload being `parts` back to back
+    (one buffer when small; large parts are written as they are rather than copied into one)."""
+    bodies = [memoryview(p).cast("B") for p in parts]
+    size = sum(b.nbytes for b in bodies)
+    head = _FRAME.pack(kind, job, count, size)
+    if size < 1 << 16:
+        return [memoryview(b"".join([head, *bodies]))]
+    return [memoryview(head), *bodies]
 
 
-def _send(fd: int, kind: int, job: int, count: int, payload) -> None:
-    for mv in _frame(kind, job, count, payload):
+def _send(fd: int, kind: int, job: int, count: int, *parts) -> None:
+    for mv in _frame(kind, job, count, *parts):
         _write_all(fd, mv)
 
 
@@ -373,13 +393,24 @@ def _read_exact(fd: int, n: int):
     return buf
 
 
-def _unpack(payload, count: int) -> list[list[int]]:
-    """A chunk's frame payload -> its documents' id lists."""
-    arr = array(_U32)
-    arr.frombytes(payload)
-    out, pos = [], count
-    for n in arr[:count]:
-        out.append(arr[pos:pos + n].tolist())
+def _unpack(payload, count: int, ints) -> list[list[int]]:
+    """A chunk's frame payload -> its documents' id lists.
+
+    The ids are taken from `ints` (id -> int object) rather than made anew: making 650K ints
+    (array.tolist) took the caller 17-20 ms of a 0.26 s two-worker batch, taking them 9-11 ms, and
+    the caller's time is what the two workers lose (it runs on their cores). Ids beyond the table
+    (none from a valid file) are made anew.
+    """
+    import numpy as np
+
+    arr = np.frombuffer(payload, dtype="<u4")
+    ids = arr[count:]
+    if len(ids) and int(ids.max()) >= len(ints):
+        return [x.tolist() for x in _unpack_np(payload, count)]
+    objs = ints[ids]
+    out, pos = [], 0
+    for n in arr[:count].tolist():
+        out.append(objs[pos:pos + n].tolist())
         pos += n
     return out
 
@@ -453,8 +484,7 @@ def worker_main(origin: str) -> None:
             lens.append(len(r))
             ids.fromlist(r)
         else:
-            lens.extend(ids)
-            _send(out, _OK, job, count, lens)
+            _send(out, _OK, job, count, lens, ids)  # the lengths, then every document's ids
 
 
 def _load_two(payload):

@@ -351,7 +351,8 @@ class Tokenizer:
                 pool.close()
             pool = None
         if pool is None:
-            pool = self._pool = parallel.WorkerPool(self.path, parallel.fingerprint(self._f), num_workers)
+            pool = self._pool = parallel.WorkerPool(self.path, parallel.fingerprint(self._f), num_workers,
+                                                    self.vocab_size)
         return pool
 
     def close(self) -> None:
