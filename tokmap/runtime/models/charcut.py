@@ -25,6 +25,7 @@ import numpy as np
 
 from ... import mtok
 from ...errors import FormatError
+from ..idlist import IdLists
 
 # Separators a cut may precede in the regex path (the numpy path considers every char pair).
 CANDIDATES = "\u2581 \n\t\r"
@@ -78,6 +79,7 @@ class CutTable:
                 i = model.lookup(chr(cp).encode("utf-8", "surrogatepass"))
                 self.char_id[cp] = -1 if i is None else i
         self.keys = keys
+        self.lists = IdLists(n_tok)
         if not len(self.keys):
             self.keys = np.array([1 << 63], np.uint64)  # no real bigram has this value
         self._slot = self._matrix = None  # the bigram test's alphabet (_build_alphabet), on first use
@@ -125,21 +127,32 @@ class CutTable:
         return re.compile(f"({'|'.join(alts)})") if alts else None
 
     def split(self, text: str):
-        """(cut positions, per-char ids) of a long piece: cuts are code-point indices, increasing."""
+        """(bound, per-char ids, code points) of a long piece: bound is bool, one more than the
+        chars, True at each cut and at both ends. (A mask rather than cut positions: its parts'
+        starts are then one flatnonzero, and every full-size array is a byte a char.)"""
         cps = np.frombuffer(text.encode("utf-32-le", "surrogatepass"), np.uint32)
         ids = self.char_id[cps]
-        unknown = ids < 0
+        n = len(cps)
+        bound = np.empty(n + 1, bool)
+        bound[0] = bound[n] = True
+        inner = bound[1:n]
         if self.byte_id is not None:
             # Byte tokens never merge: every cut next to a fallback char is safe.
-            cut = ~self._bigram(cps[:-1], cps[1:]) | unknown[:-1] | unknown[1:]
-            return np.flatnonzero(cut) + 1, ids, cps
-        if self.fallback:
+            unknown = ids < 0
+            np.logical_not(self._consecutive(cps), out=inner)
+            inner |= unknown[:-1]
+            inner |= unknown[1:]
+        elif self.fallback:
+            unknown = ids < 0
             last = np.where(unknown, np.uint32(ord(">")), cps)
             first = np.where(unknown, np.uint32(ord("<")), cps)
-            cut = ~self._bigram(last[:-1], first[1:])
+            np.logical_not(self._bigram(last[:-1], first[1:]), out=inner)
         else:
-            cut = ~self._bigram(cps[:-1], cps[1:]) & (ids[:-1] >= 0) & (ids[1:] >= 0)
-        return np.flatnonzero(cut) + 1, ids, cps
+            known = ids >= 0
+            np.logical_not(self._consecutive(cps), out=inner)
+            inner &= known[:-1]
+            inner &= known[1:]
+        return bound, ids, cps
 
     def _bigram(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         """Whether each "ab" is inside some merge result. Each char has a row of a bool matrix:
@@ -150,10 +163,21 @@ class CutTable:
         ~90 ns a pair: 19 of Llama 2's 54 ms on en.txt, warm.)"""
         if self._slot is None:
             self._build_alphabet()
+        return self._pairs(self._slot[a], self._slot[b], a, b)
+
+    def _consecutive(self, cps: np.ndarray) -> np.ndarray:
+        """_bigram of each char and the next: one gather of rows for the whole text."""
+        if self._slot is None:
+            self._build_alphabet()
+        s = self._slot[cps]
+        return self._pairs(s[:-1], s[1:], cps[:-1], cps[1:])
+
+    def _pairs(self, sa, sb, a, b) -> np.ndarray:
         w = self._width
-        sa = self._slot[a].astype(np.int32)
-        sb = self._slot[b]
-        found = self._matrix[sa * w + sb]
+        cell = sa.astype(np.int32)
+        cell *= w
+        cell += sb
+        found = self._matrix[cell]
         if self._outside:  # pairs with a char in some bigram outside the alphabet (none with "no bigram")
             none, out = w - 2, w - 1
             q = np.flatnonzero(((sa == out) | (sb == out)) & (sa != none) & (sb != none))
@@ -215,18 +239,23 @@ def encode_long(text: str, table: CutTable, encode_many, cache: dict, bounds=Non
     one; the text is also cut there, so each piece's ids are its own, and the result is then
     (ids, where each piece's ids start). Many long pieces (Gemma 3's paragraphs, each a stretch
     between newline tokens) thus cost one pass and one batch of missing parts, not one each."""
-    cuts, ids, cps = table.split(text)
+    bound, ids, cps = table.split(text)
     if bounds is not None:
-        both = np.sort(np.concatenate((cuts, np.asarray(bounds[1:], np.int64))))
-        cuts = both[np.concatenate(([True], both[1:] != both[:-1]))] if len(both) else both
+        bound[np.asarray(bounds, np.int64)] = True
     n = len(text)
-    starts = np.concatenate(([0], cuts))
-    ends = np.concatenate((cuts, [n]))
-    one = (ends - starts) == 1
-    single = one & (ids[starts] >= 0)
-    fb = one & (ids[starts] < 0) if table.byte_id is not None else np.zeros(len(starts), bool)
-    multi = np.flatnonzero(~(single | fb))
-    strs = list(map(text.__getitem__, map(slice, starts[multi].tolist(), ends[multi].tolist())))
+    starts = np.flatnonzero(bound[:-1])
+    one = bound[1:][starts]  # the part is one char
+    first = ids[starts]  # its first char's own token, or -1
+    if table.byte_id is not None:
+        fb = one & (first < 0)  # a lone char without its own token: its UTF-8 bytes' tokens
+        multi = np.flatnonzero(~one)
+    else:
+        fb = None
+        multi = np.flatnonzero(~(one & (first >= 0)))
+    nxt = multi + 1  # each multi-char part's end: the next part's start, or n
+    ends = starts[np.minimum(nxt, len(starts) - 1)]
+    ends[nxt == len(starts)] = n
+    strs = list(map(text.__getitem__, map(slice, starts[multi].tolist(), ends.tolist())))
     try:  # mostly hits: one C-level pass, abandoned at the first miss
         parts = list(map(cache.__getitem__, strs))
     except KeyError:
@@ -239,30 +268,43 @@ def encode_long(text: str, table: CutTable, encode_many, cache: dict, bounds=Non
             if v is None:
                 distinct[k] = cache[k]
         parts = list(map(distinct.__getitem__, strs))
-    counts = np.ones(len(starts), np.int64)
-    plens = np.fromiter(map(len, parts), np.int64, len(parts))
+    counts = np.ones(len(starts), np.int32)
+    plens = np.fromiter(map(len, parts), np.int32, len(parts))
     counts[multi] = plens
-    if fb.any():
-        # A lone fallback char: its UTF-8 bytes' tokens, gathered from the encoded text.
-        u8 = 1 + (cps >= 0x80).astype(np.int64) + (cps >= 0x800) + (cps >= 0x10000)
-        boff = np.concatenate(([0], np.cumsum(u8)))
-        data = np.frombuffer(text.encode("utf-8", "surrogatepass"), np.uint8)
-        fpos = starts[fb]
-        flen = u8[fpos]
+    has_fb = fb is not None and fb.any()
+    if has_fb:
+        fcp = cps[starts[fb]].astype(np.int64)
+        flen = 1 + (fcp >= 0x80).astype(np.int32) + (fcp >= 0x800) + (fcp >= 0x10000)
         counts[fb] = flen
-    pos = np.concatenate(([0], np.cumsum(counts)[:-1]))
-    out = np.empty(int(counts.sum()), np.int64)
-    out[pos[single]] = ids[starts[single]]
-    if fb.any():
-        first = np.concatenate(([0], np.cumsum(flen)[:-1]))
-        within = np.arange(int(flen.sum())) - np.repeat(first, flen)
-        out[np.repeat(pos[fb], flen) + within] = table.byte_id[data[np.repeat(boff[fpos], flen) + within]]
+    pos = np.empty(len(starts) + 1, np.int64)  # where each part's ids start, then the total
+    pos[0] = 0
+    np.cumsum(counts, dtype=np.int64, out=pos[1:])
+    out = np.empty(int(pos[-1]), table.lists.dtype)
+    # Every part's first slot gets its first char's token: right for the one-char parts (most
+    # of them), and overwritten below for the others (each has at least one id).
+    out[pos[:-1]] = first
+    if has_fb:
+        fbeg = np.concatenate(([0], np.cumsum(flen)[:-1]))
+        within = np.arange(int(flen.sum())) - np.repeat(fbeg, flen)
+        out[np.repeat(pos[:-1][fb], flen) + within] = table.byte_id[utf8_bytes(fcp, flen, within)]
     if parts:
         from itertools import chain
 
         flat = np.fromiter(chain.from_iterable(parts), np.int64, int(plens.sum()))
-        first = np.concatenate(([0], np.cumsum(plens)[:-1]))
-        out[np.repeat(pos[multi] - first, plens) + np.arange(len(flat))] = flat
+        pbeg = np.concatenate(([0], np.cumsum(plens, dtype=np.int64)[:-1]))
+        out[np.repeat(pos[multi] - pbeg, plens) + np.arange(len(flat))] = flat
     if bounds is not None:
-        return out.tolist(), pos[np.searchsorted(starts, np.asarray(bounds, np.int64))].tolist()
-    return out.tolist()  # (a list: CharBPE.encode_piece makes it a tuple only if it remembers it)
+        return table.lists.tolist(out), pos[np.searchsorted(starts, np.asarray(bounds, np.int64))].tolist()
+    return table.lists.tolist(out)  # (a list: CharBPE.encode_piece makes it a tuple only if it remembers it)
+
+
+_LEAD = np.array([0, 0, 0xC0, 0xE0, 0xF0], np.int64)  # a UTF-8 lead byte's marker, by sequence length
+
+
+def utf8_bytes(cp: np.ndarray, length: np.ndarray, within: np.ndarray) -> np.ndarray:
+    """The UTF-8 bytes (surrogatepass) of code points cp (int64) of the given byte lengths, flat:
+    within is each byte's index in its char. Computed from the few chars that need them rather
+    than by encoding the whole text and finding their offsets (5 of Llama 2's 43 ms on wagahai)."""
+    c, n = np.repeat(cp, length), np.repeat(length, length)
+    v = c >> (6 * (n - 1 - within))
+    return np.where(within == 0, _LEAD[n] | v, 0x80 | (v & 0x3F))
