@@ -19,7 +19,8 @@ finds the candidate cuts before the usual separators (space marks, whitespace) i
 from __future__ import annotations
 
 import re
-from itertools import filterfalse
+from itertools import compress, repeat
+from operator import is_
 
 import numpy as np
 
@@ -261,12 +262,11 @@ def encode_long(text: str, table: CutTable, encode_many, cache: dict, bounds=Non
     except KeyError:
         # The distinct parts the cache lacks, encoded at once (encode_many remembers the short
         # ones); the rest are asked once per distinct part, not once per part.
-        distinct = dict.fromkeys(strs)
-        missing = list(filterfalse(cache.__contains__, distinct))
+        keys = dict.fromkeys(strs)
+        hits = list(map(cache.get, keys))
+        missing = list(compress(keys, map(is_, hits, repeat(None))))
+        distinct = dict(zip(keys, hits))
         distinct.update(zip(missing, encode_many(missing)))
-        for k, v in distinct.items():
-            if v is None:
-                distinct[k] = cache[k]
         parts = list(map(distinct.__getitem__, strs))
     counts = np.ones(len(starts), np.int32)
     plens = np.fromiter(map(len, parts), np.int32, len(parts))
