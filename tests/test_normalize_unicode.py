@@ -249,6 +249,11 @@ def test_every_code_point(norm, form):
     if ours_each != hf_each:
         i = first_diff(ours_each, hf_each)[0]
         pytest.fail(f"{form}: U+{ord(cps[i]):04X} gives {ascii(ours_each[i])}, HF {ascii(hf_each[i])}")
+    # The same, one call per char: a single char skips the scan for interesting chars.
+    alone_each = [norm.normalize(c, form)[0] for c in cps]
+    if alone_each != hf_each:
+        i = first_diff(alone_each, hf_each)[0]
+        pytest.fail(f"{form}: U+{ord(cps[i]):04X} alone gives {ascii(alone_each[i])}, HF {ascii(hf_each[i])}")
     # Alignments of each char alone, wherever they can differ from identity.
     maybe = _may_change_cps()
     alone = [c for c, h in zip(cps, hf_each) if h != c or c in maybe]
@@ -350,6 +355,18 @@ def test_alignment_quirks(norm):
         for f in FORMS:
             assert norm.normalize(s, f, want_alignments=True) == (
                 hf_text(s, f), hf_offsets([s], f)[0])
+
+
+def test_single_chars_skip_the_scan():
+    """A one-char text never builds the scan regex (~14 ms): BERT's per-char table asks that way."""
+    n = UnicodeNormalizer(memoryview(build_norm_blob({"NFD", "NFC"})))
+    for form in ("NFD", "NFC"):
+        for c in ("\u00e9", "\u4e00", "\u0301", "\uac00", "\U0001d15e"):
+            out, al = n.normalize(c, form, want_alignments=True)
+            assert out == hf_text(c, form) and al == hf_offsets([c], form)[0]
+            assert (out is c) == (out == c)
+    assert not n._patterns
+    assert n.normalize("\u00e9a", "NFD")[0] == "e\u0301a" and "NFD" in n._patterns
 
 
 def test_fast_paths(norm):

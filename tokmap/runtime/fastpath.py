@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from functools import partial
 from itertools import chain, compress, islice
+from operator import sub
 
 
 def build(pipe):
@@ -230,6 +231,12 @@ class Chunks:
         if len(at) != len(chunks) - 1:  # (a char the table turned into the separator: one by one)
             return list(map(self._alone, chunks))
         parts = self.word_parts(words)
-        # (most chunks are one word: its tuple as it is)
-        return [parts[a] if b - a == 1 else tuple(chain.from_iterable(parts[a:b]))
-                for a, b in zip([0, *map((1).__add__, at)], [*at, len(words)])]
+        # Each chunk's first word's tuple, in C; then the chunks not of one word joined: several
+        # ("word,"), or none (a chunk the table deletes whole; the () appended keeps a last such
+        # chunk's start in range).
+        starts, ends = [0, *map((1).__add__, at)], [*at, len(words)]
+        parts.append(())
+        out = list(map(parts.__getitem__, starts))
+        for k in compress(range(len(out)), map((1).__ne__, map(sub, ends, starts))):
+            out[k] = tuple(chain.from_iterable(parts[starts[k]:ends[k]]))
+        return out

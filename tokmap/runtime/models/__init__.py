@@ -80,9 +80,8 @@ def cached_parts(cache: dict, words: list[str], encode_one=None, encode_many=Non
     parts = list(map(cache.__getitem__, words))
     if len(cache) > WORD_CACHE_MAX:
         cache.clear()
-    for w in fresh:
-        if len(w) > WORD_CACHE_LEN:
-            cache.pop(w, None)
+    for w in compress(fresh, map(WORD_CACHE_LEN.__lt__, map(len, fresh))):  # (C-level over the short ones)
+        cache.pop(w, None)
     return parts
 
 
