@@ -83,6 +83,31 @@ def test_damaged_tables_are_refused(exported, tmp_path, sid, damage, match):
     check_error(ei.value, bad, mtok.section_name(sid), MtokFile(bad).sections[sid][1], match)
 
 
+def test_utf8_bytes_of_every_code_point():
+    """The fallback bytes of lone chars come from their code points: equal to Python's encoding
+    (surrogatepass) for every code point, and for none."""
+    cps = np.arange(0x110000, dtype=np.int64)
+    want = "".join(map(chr, range(0x110000))).encode("utf-8", "surrogatepass")
+    assert charcut.utf8_bytes(cps).tobytes() == want
+    assert charcut.utf8_bytes(cps[:0]).tobytes() == b""
+
+
+def test_lone_fallback_chars_of_every_length(exported, testdata):
+    """Llama 2 (byte tokens that never merge): a long piece of lone chars without tokens of
+    their own, 2, 3 and 4 UTF-8 bytes, between known ones, equals tokenizers'."""
+    import random
+
+    from tokenizers import Tokenizer
+
+    ref = Tokenizer.from_file(str(testdata / "models" / "llama2" / "tokenizer.json"))
+    tok = tokmap.load(exported("llama2"))
+    rng = random.Random(3)
+    pool = ["\u0531", "\u07c0", "\u4e28", "\uac01", "\ue000", "\U0001f600", "\U00020001", "\U0010fffd", "a", "\u3042"]
+    text = "".join(rng.choice(pool) for _ in range(3000))
+    assert tok.encode(text) == ref.encode(text).ids
+    assert tok.encode(text) == ref.encode(text).ids
+
+
 @pytest.mark.parametrize("name", MODELS)
 def test_long_pieces_whatever_the_sub_piece_cache_holds(name, exported, corpus, testdata):
     """encode_long asks the model's sub-piece cache once per distinct part and encodes the rest in
