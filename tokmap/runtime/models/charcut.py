@@ -273,7 +273,7 @@ def encode_long(text: str, table: CutTable, encode_many, cache: dict, bounds=Non
     counts[multi] = plens
     has_fb = fb is not None and fb.any()
     if has_fb:
-        fcp = cps[starts[fb]].astype(np.int64)
+        fcp = cps[starts[fb]]
         flen = 1 + (fcp >= 0x80).astype(np.int32) + (fcp >= 0x800) + (fcp >= 0x10000)
         counts[fb] = flen
     pos = np.empty(len(starts) + 1, np.int64)  # where each part's ids start, then the total
@@ -284,9 +284,12 @@ def encode_long(text: str, table: CutTable, encode_many, cache: dict, bounds=Non
     # of them), and overwritten below for the others (each has at least one id).
     out[pos[:-1]] = first
     if has_fb:
-        fbeg = np.concatenate(([0], np.cumsum(flen)[:-1]))
-        within = np.arange(int(flen.sum())) - np.repeat(fbeg, flen)
-        out[np.repeat(pos[:-1][fb], flen) + within] = table.byte_id[utf8_bytes(fcp)]
+        # byte k of the flat fallback bytes goes to k + (its char's slot - its char's first byte)
+        fbeg = np.cumsum(flen, dtype=np.int64)
+        fbeg -= flen
+        dest = np.repeat(pos[:-1][fb] - fbeg, flen)
+        dest += np.arange(len(dest))
+        out[dest] = table.byte_id[utf8_bytes(fcp)]
     if parts:
         from itertools import chain
 
