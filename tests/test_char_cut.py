@@ -167,7 +167,14 @@ def test_bigram_lookup_equals_membership(name, exported):
     assert table._bigram(a_all, b_all).all()
     rng = np.random.default_rng(3)
     pools = [rng.integers(0, 0x800, 40000), rng.integers(0x800, 0x10000, 40000),
-             rng.choice(np.concatenate((a_all, b_all)), 40000)]
+             rng.choice(np.concatenate((a_all, b_all)), 40000), rng.integers(0x10000, 0x110000, 40000)]
+    # The tables stop past the largest char they know; chars above take the "none" row and -1.
+    sample = np.concatenate([p[:300] for p in pools]).astype(np.uint32)
+    own = [model.lookup(chr(c).encode("utf-8", "surrogatepass")) for c in sample.tolist()]
+    assert table.ids_of(sample).tolist() == [-1 if i is None else i for i in own]
+    assert table.id_of(0x10FFFF) == -1
+    if name == "llama2":  # (its largest char with a token is in the BMP: the clip is taken)
+        assert max(sample.tolist()) > table._top and max(sample.tolist()) > table._slot_top > 0
     a = np.concatenate([rng.permutation(p) for p in pools] * 2).astype(np.uint32)
     b = np.concatenate([rng.permutation(p) for p in pools[::-1]] + [rng.permutation(p) for p in pools])
     b = b.astype(np.uint32)
@@ -177,9 +184,9 @@ def test_bigram_lookup_equals_membership(name, exported):
     assert got.tolist() == expect and 100 < sum(expect) < len(expect)
     # Both routes are taken: the matrix of the alphabet, and the search for the chars outside it
     # (Gemma 3's bigrams hold more than ALPHABET distinct chars; Llama 2's all fit).
-    assert (table._slot[a] < table._width - 2).any()
+    assert (table.slots(a) < table._width - 2).any()
     if name == "gemma3":
-        assert table._outside and (table._slot[a] == table._width - 1).any() and (table._slot[b] == table._width - 1).any()
+        assert table._outside and (table.slots(a) == table._width - 1).any() and (table.slots(b) == table._width - 1).any()
 
 
 @pytest.mark.parametrize("name", MODELS)
@@ -197,7 +204,7 @@ def test_short_piece_cuts_follow_their_definition(name, exported, corpus):
     low = table.keys & np.uint64(0x1FFFFF)
     bad = {}
     for c in charcut.CANDIDATES:
-        if table.char_id[ord(c)] >= 0:
+        if table.id_of(ord(c)) >= 0:
             left = {chr(k) for k in (table.keys[low == ord(c)] >> np.uint64(21)).tolist()} | {c}
             if len(left) <= 64:
                 bad[c] = left

@@ -303,7 +303,7 @@ class CharBPE(BPE):
         out: list = [None] * len(texts)
         fallback = None
         if self._table:  # each char's own token (or -1) in one gather from the cut table
-            sym = self._table.char_id[np.frombuffer(joined.encode("utf-32-le", "surrogatepass"), np.uint32)]
+            sym = self._table.ids_of(np.frombuffer(joined.encode("utf-32-le", "surrogatepass"), np.uint32))
             own = sym >= 0
             everyone = bool(own.all())
             sym = sym.astype(np.int64)
@@ -355,7 +355,7 @@ class CharBPE(BPE):
             hit = cache.get(c)
             if hit is None:
                 if table:
-                    i = int(table.char_id[ord(c)])
+                    i = table.id_of(ord(c))
                     hit = ((i,), False) if i >= 0 else self._no_token(c)
                 else:
                     hit = self._resolve(c)

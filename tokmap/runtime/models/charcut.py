@@ -8,7 +8,7 @@ a|b: each side merges on its own and the ids are those of the whole piece. (A pe
 flushed by the known char that ends the left side, so the initial symbols split the same way.)
 
 The table holds, from the mapped vocabulary and merge results:
-  char_id  int32[0x110000]: the char's own token id, or -1 (as `VocabFile.lookup` finds it);
+  char_id  int32 by code point: the char's own token id, or -1 (as `VocabFile.lookup` finds it);
   keys     sorted uint64 bigrams (a << 21 | b) found inside merge results.
 The exporter stores both (sections char_tokens, char_bigrams, computed by `char_tables` below);
 for older files the runtime derives them on the first long piece (~70 ms for Gemma 3).
@@ -71,7 +71,11 @@ class CutTable:
             one_cp, one, keys = char_tables(np.frombuffer(model.tb, np.uint8), off,
                                             np.frombuffer(model.sorted_ids, np.uint32),
                                             np.frombuffer(model.results, np.uint32))
-        self.char_id = np.full(0x110000, -1, np.int32)
+        # Sized to the largest char with a token, one -1 beyond it for every char above (ids_of
+        # clips to it): Llama 2's table is 170 KB where all of Unicode took 4.4 MB to fill and
+        # page in on a first encode.
+        self._top = int(one_cp.max()) + 1 if len(one_cp) else 0
+        self.char_id = np.full(self._top + 1, -1, np.int32)
         self.char_id[one_cp] = one
         # (sort-based where np.unique/np.isin would import numpy.ma, ~6 ms, on a first encode)
         sorted_cp = np.sort(one_cp)
@@ -84,7 +88,7 @@ class CutTable:
         if not len(self.keys):
             self.keys = np.array([1 << 63], np.uint64)  # no real bigram has this value
         self._slot = self._matrix = None  # the bigram test's alphabet (_build_alphabet), on first use
-        self._width, self._outside = 0, False
+        self._width, self._outside, self._slot_top = 0, False, 0
         # With byte fallback and all 256 byte tokens, no char is ever unk: a char without its own
         # token starts as its <0xHH> tokens, whose strings begin with "<" and end with ">", so the
         # bigram test uses those two chars for it. If no merge involves a byte token, such a char
@@ -117,7 +121,7 @@ class CutTable:
         alts = []
         low = self.keys & np.uint64(0x1FFFFF)
         for c in CANDIDATES:
-            if self.char_id[ord(c)] < 0:
+            if self.id_of(ord(c)) < 0:
                 continue
             bad = {chr(k) for k in (self.keys[low == ord(c)] >> np.uint64(21)).tolist()}
             bad.add(c)  # a run of c stays whole (and "cc" is usually a merge anyway)
@@ -132,7 +136,7 @@ class CutTable:
         chars, True at each cut and at both ends. (A mask rather than cut positions: its parts'
         starts are then one flatnonzero, and every full-size array is a byte a char.)"""
         cps = np.frombuffer(text.encode("utf-32-le", "surrogatepass"), np.uint32)
-        ids = self.char_id[cps]
+        ids = self.ids_of(cps)
         n = len(cps)
         bound = np.empty(n + 1, bool)
         bound[0] = bound[n] = True
@@ -164,13 +168,13 @@ class CutTable:
         ~90 ns a pair: 19 of Llama 2's 54 ms on en.txt, warm.)"""
         if self._slot is None:
             self._build_alphabet()
-        return self._pairs(self._slot[a], self._slot[b], a, b)
+        return self._pairs(self.slots(a), self.slots(b), a, b)
 
     def _consecutive(self, cps: np.ndarray) -> np.ndarray:
         """_bigram of each char and the next: one gather of rows for the whole text."""
         if self._slot is None:
             self._build_alphabet()
-        s = self._slot[cps]
+        s = self.slots(cps)
         return self._pairs(s[:-1], s[1:], cps[:-1], cps[1:])
 
     def _pairs(self, sa, sb, a, b) -> np.ndarray:
@@ -188,6 +192,17 @@ class CutTable:
                 found[q] = self.keys[j] == k
         return found
 
+    def ids_of(self, cps: np.ndarray) -> np.ndarray:
+        """Each code point's own token id (int32), or -1."""
+        return self.char_id[np.minimum(cps, self._top)]
+
+    def id_of(self, cp: int) -> int:
+        return int(self.char_id[min(cp, self._top)])
+
+    def slots(self, cps: np.ndarray) -> np.ndarray:
+        """Each code point's row of the bigram matrix (_build_alphabet first)."""
+        return self._slot[np.minimum(cps, self._slot_top)]
+
     def _build_alphabet(self) -> None:
         """_slot: int16 per code point, the char's row (and column) in _matrix: its own for the
         alphabet's chars, then _width - 2 for a char in no bigram, _width - 1 for one in some
@@ -202,7 +217,10 @@ class CutTable:
         if len(chars) > ALPHABET:  # the chars in the most bigrams (stable: lower code points first)
             chars = np.sort(chars[np.argsort(-counts, kind="stable")[:ALPHABET]])
         width = len(chars) + 2
-        slot = np.full(0x110000, width - 2, np.int16)  # (bigram chars are code points: _stored checks)
+        # (bigram chars are code points: _stored checks). Sized as char_id: one past the largest,
+        # whose row ("no bigram") every char above it gets.
+        self._slot_top = int(present[-1]) + 1 if len(present) else 0
+        slot = np.full(self._slot_top + 1, width - 2, np.int16)
         slot[present] = width - 1
         slot[chars] = np.arange(len(chars), dtype=np.int16)
         matrix = np.zeros(width * width, bool)
