@@ -88,18 +88,22 @@ def test_jobs_through_a_small_pipe(exported, docs, monkeypatch):
 def test_unpack_shares_int_objects():
     """A result frame's ids come back as lists of the pool's shared int objects; an id beyond the
     table (not from a valid file) is still returned, as a new int."""
-    import numpy as np
     from array import array
 
-    ints = np.arange(1000, dtype=np.int64).astype(object)
-    docs = [[5, 999, 5], [], [0, 7]]
+    from tokmap.runtime.idlist import IdLists
+
+    lists = IdLists(1000, eager=True)
+    docs = [[5, 999, 5], [], [0, 7000]]
     lens, ids = array("I", map(len, docs)), array("I", [i for d in docs for i in d])
     frame = parallel._frame(parallel._OK, 0, len(docs), lens, ids)
     payload = bytearray(b"".join(frame))[parallel._FRAME.size:]
-    got = parallel._unpack(payload, len(docs), ints)
-    assert got == docs and got[0][1] is ints[999] and got[2][1] is ints[7]
-    assert parallel._unpack(payload, len(docs), ints[:10]) == docs  # 999 is beyond this table
-    assert parallel._unpack(bytearray(), 0, ints) == []
+    assert parallel._unpack(payload, len(docs), lists) == docs  # 7000 is beyond the table
+    docs[2][1] = 7
+    ids[-1] = 7
+    payload = bytearray(b"".join(parallel._frame(parallel._OK, 0, len(docs), lens, ids)))[parallel._FRAME.size:]
+    got = parallel._unpack(payload, len(docs), lists)
+    assert got == docs and got[0][1] is lists._objs[999] and got[2][1] is lists._objs[7]
+    assert parallel._unpack(bytearray(), 0, lists) == []
 
 
 def test_plan_weighs_utf8_bytes():

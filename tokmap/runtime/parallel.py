@@ -200,7 +200,7 @@ class WorkerPool:
     def __init__(self, path, fp: bytes, workers: int, vocab_size: int = 0):
         self.path, self.size, self.pid = os.fspath(path), workers, os.getpid()
         self.vocab_size = vocab_size
-        self._ints = None  # numpy object array: id -> one shared int object (see _unpack)
+        self._lists = None  # idlist.IdLists: id -> one shared int object (see _unpack)
         self.lock = threading.Lock()
         self.closed = False
         self.workers: list[_Worker] = []
@@ -263,7 +263,7 @@ class WorkerPool:
                     self._feed(w, sched, index, texts, job_payload, errors, sel)
                     if kind == _OK:
                         results[job] = _unpack_np(payload, count) if as_array \
-                            else _unpack(payload, count, self._int_objects())
+                            else _unpack(payload, count, self._id_lists())
         except BaseException:
             self.close()
             raise
@@ -273,13 +273,13 @@ class WorkerPool:
             raise errors[min(errors)]
         return [ids for chunk in results for ids in chunk]
 
-    def _int_objects(self):
+    def _id_lists(self):
         """Every id's int object, made once per pool: the lists handed back share them (see _unpack)."""
-        if self._ints is None:
-            import numpy as np
+        if self._lists is None:
+            from .idlist import IdLists
 
-            self._ints = np.arange(self.vocab_size, dtype=np.int64).astype(object)
-        return self._ints
+            self._lists = IdLists(self.vocab_size, eager=True)
+        return self._lists
 
     def _feed(self, w: _Worker, sched, index, texts, job_payload, errors, sel) -> None:
         """Queue jobs for w until IN_FLIGHT are out or none is left, and write what its pipe takes.
@@ -393,24 +393,22 @@ def _read_exact(fd: int, n: int):
     return buf
 
 
-def _unpack(payload, count: int, ints) -> list[list[int]]:
+def _unpack(payload, count: int, lists) -> list[list[int]]:
     """A chunk's frame payload -> its documents' id lists.
 
-    The ids are taken from `ints` (id -> int object) rather than made anew: making 650K ints
-    (array.tolist) took the caller 17-20 ms of a 0.26 s two-worker batch, taking them 9-11 ms, and
-    the caller's time is what the two workers lose (it runs on their cores). Ids beyond the table
-    (none from a valid file) are made anew.
+    The ids are taken from `lists` (idlist.IdLists, id -> int object) rather than made anew:
+    making 650K ints (array.tolist) took the caller 17-20 ms of a 0.26 s two-worker batch, taking
+    them 9-11 ms, and the caller's time is what the two workers lose (it runs on their cores).
+    Ids beyond the table (none from a valid file) are made anew.
     """
     import numpy as np
 
     arr = np.frombuffer(payload, dtype="<u4")
     ids = arr[count:]
-    if len(ids) and int(ids.max()) >= len(ints):
-        return [x.tolist() for x in _unpack_np(payload, count)]
-    objs = ints[ids]
+    flat = ids.tolist() if len(ids) and int(ids.max()) >= lists.size else lists.tolist(ids)
     out, pos = [], 0
     for n in arr[:count].tolist():
-        out.append(objs[pos:pos + n].tolist())
+        out.append(flat[pos:pos + n])
         pos += n
     return out
 
