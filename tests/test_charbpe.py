@@ -87,6 +87,28 @@ def test_model_options(base, tmp_path, model_edit):
     _check(doc, tmp_path, texts(25) + ["xxéx", "日本x日本", "xé日"])
 
 
+def test_pieces_of_no_ids_in_one_pass(base, tmp_path):
+    """No unk and no byte fallback: a word of chars without tokens has no ids at all. Many fresh
+    words are cut in one encode_long pass, so such a word is a part of no ids there, last or
+    between others: the ids still equal tokenizers' (it once raised IndexError at the end)."""
+    import random
+
+    from conftest import export_variant
+
+    gone = {"x", "\u00e9"}
+    doc = dict(base, normalizer=None, pre_tokenizer={"type": "WhitespaceSplit"})
+    doc["model"] = dict(base["model"], byte_fallback=False, unk_token=None,
+                        vocab={k: v for k, v in base["model"]["vocab"].items() if not set(k) & gone},
+                        merges=[m for m in base["model"]["merges"] if not set(m) & gone])
+    ref, tok = export_variant(doc, tmp_path)
+    rng = random.Random(1)
+    words = ["".join(rng.choice("abcdefghijklmnopqrstuvw") for _ in range(rng.randint(2, 9))) for _ in range(300)]
+    for text in (" ".join(words) + " xx", "xx " + " ".join(words) + " x\u00e9x",
+                 " ".join(w if i % 7 else "x" * (i % 5 + 1) for i, w in enumerate(words))):
+        assert tok.encode(text) == ref.encode(text).ids
+        assert tok.encode(text) == ref.encode(text).ids
+
+
 @pytest.mark.parametrize("decoder", [
     {"type": "CTC", "pad_token": "<unk>", "word_delimiter_token": "\u2581", "cleanup": True},
     {"type": "CTC", "pad_token": "<unk>", "word_delimiter_token": "\u2581", "cleanup": False},

@@ -299,8 +299,13 @@ def encode_long(text: str, table: CutTable, encode_many, cache: dict, bounds=Non
     np.cumsum(counts, dtype=np.int64, out=pos[1:])
     out = np.empty(int(pos[-1]), table.lists.dtype)
     # Every part's first slot gets its first char's token: right for the one-char parts (most
-    # of them), and overwritten below for the others (each has at least one id).
-    out[pos[:-1]] = first
+    # of them), and overwritten below for the others -- when each has a slot of its own. A part
+    # of no ids (chars without tokens, no unk and no byte fallback: dropped) has none.
+    if not len(counts) or counts.min() > 0:
+        out[pos[:-1]] = first
+    else:
+        single = one & (first >= 0)
+        out[pos[:-1][single]] = first[single]
     if has_fb:
         # byte k of the flat fallback bytes goes to k + (its char's slot - its char's first byte)
         fbeg = np.cumsum(flen, dtype=np.int64)
