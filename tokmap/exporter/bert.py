@@ -50,12 +50,15 @@ def _blob(blobs, kind: str, name: str) -> int:
     return cache[key]
 
 
-def _nfd_blob(blobs) -> int:
+def _nfd_step(blobs) -> dict:
+    """The unicode NFD step (its tables and patterns blobs made once per file)."""
     cache = blobs.__dict__.setdefault("hf_char_blobs", {})
     if ("nfd", "") not in cache:
-        from .norm_tables import build_norm_blob
+        from .norm_tables import build_norm_blob, pattern_fields
 
-        cache[("nfd", "")] = blobs.add(mtok.U8, build_norm_blob({"NFD"}))
+        table = build_norm_blob({"NFD"})
+        cache[("nfd", "")] = {"type": "unicode", "form": "NFD", "tables": blobs.add(mtok.U8, table),
+                              "patterns": pattern_fields(table, "NFD", blobs), "unicode_version": "9.0.0"}
     return cache[("nfd", "")]
 
 
@@ -82,7 +85,7 @@ def compile_normalizer(s: dict, blobs) -> list[dict]:
         if s["handle_chinese_chars"]:
             out.append({"type": "char_map", "table": _blob(blobs, "map", "bert_cjk"), "unicode_version": version})
         if s["strip_accents"]:
-            out.append({"type": "unicode", "form": "NFD", "tables": _nfd_blob(blobs), "unicode_version": "9.0.0"})
+            out.append(dict(_nfd_step(blobs)))
             out.append({"type": "char_map", "table": _blob(blobs, "map", "bert_mn"), "unicode_version": version})
         if s["lowercase"]:
             out.append({"type": "char_map", "table": _blob(blobs, "map", "lowercase"), "unicode_version": version})

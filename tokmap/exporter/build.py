@@ -202,9 +202,11 @@ def _compile_normalizer(d: TokenizerDef, blobs: _Blobs) -> list[dict]:
     forms = {s["form"] for s in d.normalizer if s["type"] == "unicode"}
     blob = None
     if forms:
-        from .norm_tables import build_norm_blob
+        from .norm_tables import build_norm_blob, pattern_fields
 
-        blob = blobs.add(mtok.U8, build_norm_blob(forms))
+        table = build_norm_blob(forms)
+        blob = blobs.add(mtok.U8, table)
+        patterns = {form: pattern_fields(table, form, blobs) for form in sorted(forms)}
     from .unigram import compile_normalizer_steps  # Precompiled (charsmap + grapheme blobs), Nmt
 
     spm_steps = compile_normalizer_steps(d, d.normalizer, blobs)
@@ -212,7 +214,8 @@ def _compile_normalizer(d: TokenizerDef, blobs: _Blobs) -> list[dict]:
         if k in spm_steps:
             out.append(spm_steps[k])
         elif s["type"] == "unicode":
-            out.append({"type": "unicode", "form": s["form"], "tables": blob, "unicode_version": "9.0.0"})
+            out.append({"type": "unicode", "form": s["form"], "tables": blob, "patterns": patterns[s["form"]],
+                        "unicode_version": "9.0.0"})
         elif s["type"] == "spm":  # SentencePiece's normalizer: flags only, its charsmap is a model section
             out.append(dict(s))
         elif s["type"] in ("prepend", "replace"):

@@ -139,3 +139,22 @@ def build_norm_blob(forms: set[str]) -> bytes:
         raise ValueError(f"{DATA_FILE} lacks section(s) {sorted(missing)}")
     sections = [(tag, src[tag][0], src[tag][1]) for tag in SECTION_ORDER if tag in needed]
     return pack_container(sections, mask)
+
+
+def pattern_fields(blob: bytes, form: str, blobs) -> dict:
+    """A unicode normalizer step's `patterns`: the runtime's (scan, exact) regex texts for `form`
+    over `blob`, each as a U8 blob, with its engine code when this Python can make it
+    (exporter/sre_code.py): a runtime then neither builds nor compiles them on its first
+    non-ASCII text (~6-14 ms). blobs: the exporter's blob list (add(dtype, bytes) -> number)."""
+    from .. import mtok
+    from ..runtime.normalize_unicode import UnicodeNormalizer
+    from .sre_code import compile_code
+
+    out = {}
+    for k, text in zip(("scan", "exact"), UnicodeNormalizer(blob).pattern_texts(form)):
+        out[k] = blobs.add(mtok.U8, text.encode("ascii"))
+        stored = compile_code(text)
+        if stored is not None:
+            info, words = stored
+            out[k + "_code"] = dict(info, blob=blobs.add(mtok.U32, words))
+    return out

@@ -134,6 +134,12 @@ def check_meta(m: dict) -> None:
         if s["type"] == "unicode":
             need(s.get("form") in ("NFC", "NFD", "NFKC", "NFKD"), f"normalizer[{i}].form", "a Unicode form")
             need(is_int(s.get("tables")), f"normalizer[{i}].tables", "a blob number")
+            if "patterns" in s:  # runtime/normalizers._stored_patterns
+                pt = obj(s["patterns"], f"normalizer[{i}].patterns")
+                for k in ("scan", "exact"):
+                    need(is_int(pt.get(k)), f"normalizer[{i}].patterns.{k}", "a blob number")
+                    if k + "_code" in pt:
+                        need(isinstance(pt[k + "_code"], dict), f"normalizer[{i}].patterns.{k}_code", "an object")
         elif s["type"] == "precompiled":
             for k in ("charsmap", "graphemes"):
                 need(is_int(s.get(k)), f"normalizer[{i}].{k}", "a blob number")

@@ -8,6 +8,7 @@ range of input chars it came from (only when want_align). Tables live in the fil
 from __future__ import annotations
 
 from .. import mtok
+from ..errors import FormatError
 
 
 class UnicodeForm:
@@ -17,10 +18,42 @@ class UnicodeForm:
         from .normalize_unicode import UnicodeNormalizer
 
         self.form = step["form"]
-        self.norm = UnicodeNormalizer(f.view(mtok.BLOB_BASE + step["tables"], mtok.U8))
+        patterns = step.get("patterns")
+        stored = None if patterns is None else \
+            lambda form: _stored_patterns(f, patterns) if form == self.form else None
+        self.norm = UnicodeNormalizer(f.view(mtok.BLOB_BASE + step["tables"], mtok.U8), stored)
 
     def normalize(self, text: str, want_align: bool):
         return self.norm.normalize(text, self.form, want_alignments=want_align)
+
+
+def _stored_patterns(f, patterns: dict):
+    """The step's (scan, exact) patterns from their stored texts, each from its stored engine code
+    when this engine made it (runtime/sre_load.py), else compiled from the text."""
+    import re
+
+    from . import sre_load
+
+    out = []
+    for k in ("scan", "exact"):
+        sid = mtok.BLOB_BASE + patterns[k]
+        if not f.has(sid):
+            raise FormatError(f.path, f"normalizer patterns.{k} names no blob of the file", section="meta")
+        f.verify_section(sid)
+        try:
+            text = bytes(f.view(sid, mtok.U8)).decode("ascii")
+        except UnicodeDecodeError:
+            raise FormatError(f.path, f"normalizer patterns.{k} is not an ASCII pattern",
+                              section=mtok.section_name(sid), offset=f.sections[sid][1]) from None
+        rx = sre_load.load(f, patterns.get(k + "_code"), text, k + "_code", what="normalizer patterns")
+        if rx is None:
+            try:
+                rx = re.compile(text)
+            except re.error as e:
+                raise FormatError(f.path, f"normalizer patterns.{k} does not compile ({e})",
+                                  section=mtok.section_name(sid), offset=f.sections[sid][1]) from None
+        out.append(rx)
+    return tuple(out)
 
 
 def _spm(f, step):

@@ -30,10 +30,11 @@ def engine_id() -> dict | None:
             "python": "%d.%d" % sys.version_info[:2]}
 
 
-def load(f, info, pattern: str, field: str = "regex_bmp_code"):
-    """The compiled pattern from split-step field `field` (`info`: regex_bmp_code, regex_full_code),
-    or None when the caller should compile `pattern` itself (or, for regex_full, do without it).
-    FormatError when the stored code is damaged."""
+def load(f, info, pattern: str, field: str = "regex_bmp_code", what: str = "split"):
+    """The compiled pattern from split-step field `field` (`info`: regex_bmp_code, regex_full_code;
+    `what` names the step in errors: normalizer patterns use this too), or None when the caller
+    should compile `pattern` itself (or, for regex_full, do without it). FormatError when the
+    stored code is damaged."""
     here = engine_id()
     if not isinstance(info, dict) or here is None or any(info.get(k) != v for k, v in here.items()):
         return None  # another engine's code: compile the text
@@ -42,7 +43,7 @@ def load(f, info, pattern: str, field: str = "regex_bmp_code"):
     blob = info.get("blob")
     sid = mtok.BLOB_BASE + blob if type(blob) is int else None
     if sid is None or not f.has(sid):
-        raise FormatError(f.path, f"split {field} names no blob of the file", section="meta")
+        raise FormatError(f.path, f"{what} {field} names no blob of the file", section="meta")
     words = f.view(sid, mtok.U32)
     f.verify_section(sid)
     code = words.tolist()
@@ -53,5 +54,5 @@ def load(f, info, pattern: str, field: str = "regex_bmp_code"):
     try:
         return _sre.compile(pattern, info["flags"], code, 0, {}, ())
     except (RuntimeError, TypeError, ValueError, OverflowError, KeyError) as e:  # "invalid SRE code"
-        raise FormatError(f.path, f"split {field} is not valid engine code ({e})",
+        raise FormatError(f.path, f"{what} {field} is not valid engine code ({e})",
                           section=mtok.section_name(sid), offset=f.sections[sid][1]) from None
