@@ -163,12 +163,18 @@ def test_flipped_bit_in_a_pattern_blob_is_refused(exported, tmp_path, key):
     check_error(ei.value, p, mtok.section_name(sid), e["offset"], match="checksum")
 
 
-def test_text_that_does_not_compile_is_refused(exported, tmp_path):
-    """A stored text that is no pattern (checksums recomputed, its code made for another text)."""
+@pytest.mark.parametrize("text, match", [(b"[a-", "not a run of one character class"),
+                                         (b"(a+)+$", "not a run of one character class"),
+                                         (b"[\\U00000041]+\xff", "not a run of one character class"),
+                                         (b"[\\U0000ffff-\\U00000041]+", "does not compile")])
+def test_stored_text_that_is_not_a_class_run_is_refused(exported, tmp_path, text, match):
+    """A stored text other than what the exporter writes (checksums recomputed, so its code, made
+    for another text, is not used): refused before it runs -- a crafted pattern could backtrack
+    for ever -- or when it does not compile."""
     path = exported("qwen3")
     _c, sid = _blob_of(path, "scan")
-    data = with_section(path, sid, b"[a-", mtok.U8)
+    data = with_section(path, sid, text, mtok.U8)
     p = write(tmp_path, data, "bad-text.mtok")
     with pytest.raises(tokmap.FormatError) as ei:
         tokmap.load(p).encode(TEXT)
-    check_error(ei.value, p, mtok.section_name(sid), Container(data).entry(sid)["offset"], match="does not compile")
+    check_error(ei.value, p, mtok.section_name(sid), Container(data).entry(sid)["offset"], match=match)

@@ -27,6 +27,10 @@ class UnicodeForm:
         return self.norm.normalize(text, self.form, want_alignments=want_align)
 
 
+# What UnicodeNormalizer.pattern_texts writes: one class of \U code points and ranges, repeated.
+_CLASS_RUN = None
+
+
 def _stored_patterns(f, patterns: dict):
     """The step's (scan, exact) patterns from their stored texts, each from its stored engine code
     when this engine made it (runtime/sre_load.py), else compiled from the text."""
@@ -34,17 +38,19 @@ def _stored_patterns(f, patterns: dict):
 
     from . import sre_load
 
+    global _CLASS_RUN
+    if _CLASS_RUN is None:
+        _CLASS_RUN = re.compile(r"\[(?:\\U[0-9a-f]{8}(?:-\\U[0-9a-f]{8})?)+\]\+")
     out = []
     for k in ("scan", "exact"):
         sid = mtok.BLOB_BASE + patterns[k]
         if not f.has(sid):
             raise FormatError(f.path, f"normalizer patterns.{k} names no blob of the file", section="meta")
         f.verify_section(sid)
-        try:
-            text = bytes(f.view(sid, mtok.U8)).decode("ascii")
-        except UnicodeDecodeError:
-            raise FormatError(f.path, f"normalizer patterns.{k} is not an ASCII pattern",
-                              section=mtok.section_name(sid), offset=f.sections[sid][1]) from None
+        text = bytes(f.view(sid, mtok.U8)).decode("latin-1")
+        if not _CLASS_RUN.fullmatch(text):  # (a crafted file's pattern could otherwise backtrack for ever)
+            raise FormatError(f.path, f"normalizer patterns.{k} is not a run of one character class",
+                              section=mtok.section_name(sid), offset=f.sections[sid][1])
         rx = sre_load.load(f, patterns.get(k + "_code"), text, k + "_code", what="normalizer patterns")
         if rx is None:
             try:
