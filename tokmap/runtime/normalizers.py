@@ -7,6 +7,8 @@ range of input chars it came from (only when want_align). Tables live in the fil
 
 from __future__ import annotations
 
+import re  # (already imported by `import tokmap`)
+
 from .. import mtok
 from ..errors import FormatError
 
@@ -28,19 +30,14 @@ class UnicodeForm:
 
 
 # What UnicodeNormalizer.pattern_texts writes: one class of \U code points and ranges, repeated.
-_CLASS_RUN = None
+_CLASS_RUN = re.compile(r"\[(?:\\U[0-9a-f]{8}(?:-\\U[0-9a-f]{8})?)+\]\+")
 
 
 def _stored_patterns(f, patterns: dict):
     """The step's (scan, exact) patterns from their stored texts, each from its stored engine code
     when this engine made it (runtime/sre_load.py), else compiled from the text."""
-    import re
-
     from . import sre_load
 
-    global _CLASS_RUN
-    if _CLASS_RUN is None:
-        _CLASS_RUN = re.compile(r"\[(?:\\U[0-9a-f]{8}(?:-\\U[0-9a-f]{8})?)+\]\+")
     out = []
     for k in ("scan", "exact"):
         sid = mtok.BLOB_BASE + patterns[k]

@@ -197,7 +197,7 @@ class _Worker:
 class WorkerPool:
     """N worker processes, each with the same .mtok mapped, for one Tokenizer."""
 
-    def __init__(self, path, fp: bytes, workers: int, vocab_size: int = 0):
+    def __init__(self, path, fp: bytes, workers: int, vocab_size: int):
         self.path, self.size, self.pid = os.fspath(path), workers, os.getpid()
         self.vocab_size = vocab_size
         self._lists = None  # idlist.IdLists: id -> one shared int object (see _unpack)
