@@ -92,6 +92,38 @@ def test_utf8_bytes_of_every_code_point():
     assert charcut.utf8_bytes(cps[:0]).tobytes() == b""
 
 
+@pytest.mark.parametrize("held", ["", "\x00", charcut.SENTINELS[:-1], charcut.SENTINELS])
+def test_part_strings_equal_slices(held):
+    """_part_strings(text, ...) is text[start:end] for each part, whichever sentinels the text
+    holds (all of them: the slicing path), with astral chars and lone surrogates in the parts."""
+    import random
+
+    rng = random.Random(7)
+    pool = ["a", "b", "\u3042", "\ud800", "\U0001f600", "\u2581", *held]
+    text = "".join(rng.choice(pool) for _ in range(5000))
+    cps = np.frombuffer(text.encode("utf-32-le", "surrogatepass"), np.uint32)
+    cuts = sorted(set(rng.sample(range(1, len(text)), 1500)))
+    starts, ends = np.array([0, *cuts]), np.array([*cuts, len(text)])
+    pick = np.array(sorted(rng.sample(range(len(starts)), 700)))
+    got = charcut._part_strings(text, cps, starts[pick], ends[pick])
+    assert got == [text[a:b] for a, b in zip(starts[pick].tolist(), ends[pick].tolist())]
+    assert charcut._part_strings(text, cps, starts[:0], ends[:0]) == []
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_long_pieces_holding_the_sentinels(name, exported, corpus, testdata):
+    """A long piece holding the chars _part_strings joins parts with, some or all of them, equals
+    tokenizers' ids."""
+    from tokenizers import Tokenizer
+
+    ref = Tokenizer.from_file(str(testdata / "models" / name / "tokenizer.json"))
+    tok = tokmap.load(exported(name))
+    base = corpus("wagahai")[:3000] + corpus("en")[:3000]
+    for held in (charcut.SENTINELS[:1], charcut.SENTINELS):
+        text = held.join(base[k:k + 40] for k in range(0, len(base), 40))
+        assert tok.encode(text) == ref.encode(text).ids
+
+
 def test_lone_fallback_chars_of_every_length(exported, testdata):
     """Llama 2 (byte tokens that never merge): a long piece of lone chars without tokens of
     their own, 2, 3 and 4 UTF-8 bytes, between known ones, equals tokenizers'."""
@@ -174,7 +206,7 @@ def test_bigram_lookup_equals_membership(name, exported):
     assert table.ids_of(sample).tolist() == [-1 if i is None else i for i in own]
     assert table.id_of(0x10FFFF) == -1
     if name == "llama2":  # (its largest char with a token is in the BMP: the clip is taken)
-        assert max(sample.tolist()) > table._top and max(sample.tolist()) > table._slot_top > 0
+        assert max(sample.tolist()) > table._top and max(sample.tolist()) >= len(table._slot) > 1
     a = np.concatenate([rng.permutation(p) for p in pools] * 2).astype(np.uint32)
     b = np.concatenate([rng.permutation(p) for p in pools[::-1]] + [rng.permutation(p) for p in pools])
     b = b.astype(np.uint32)

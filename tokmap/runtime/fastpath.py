@@ -121,6 +121,8 @@ def _run(pipe, stretch_words, enc, whole=None, stretch_ids=None):
             for tok, words in units:
                 if tok is not None:
                     ids.append(tok.id)
+                elif len(words) == 1:  # (extend's list/tuple fast path: Gemma 3's long lines)
+                    ids.extend(next(parts))
                 elif words:
                     ids.extend(chain.from_iterable(islice(parts, len(words))))
             return ids

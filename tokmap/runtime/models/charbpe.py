@@ -239,7 +239,7 @@ class CharBPE(BPE):
         """Put piece -> ids in the piece cache (a long piece within LongPieces' budget); the ids to
         hand out (a tuple when remembered)."""
         if len(piece) <= PIECE_CHARS:
-            self.piece_cache[piece] = ids
+            ids = self.piece_cache[piece] = ids if type(ids) is tuple else tuple(ids)
             return ids
         return self._long.add(self.piece_cache, piece, ids)
 
@@ -290,7 +290,7 @@ class CharBPE(BPE):
             bounds = [0, *accumulate(map(len, longs[:-1]))]
             ids, at = encode_long("".join(longs), self._table, self._encode_subs, self.sub_cache, bounds)
             for w, a, b in zip(longs, at, at[1:] + [len(ids)]):
-                fresh[w] = self._keep_piece(w, tuple(ids[a:b]))
+                fresh[w] = self._keep_piece(w, ids[a:b])  # (a tuple only if remembered)
         for w, ids in fresh.items():
             if ids is None:  # a long piece alone, ""
                 fresh[w] = self.encode_piece(w)

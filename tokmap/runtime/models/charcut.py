@@ -88,7 +88,7 @@ class CutTable:
         if not len(self.keys):
             self.keys = np.array([1 << 63], np.uint64)  # no real bigram has this value
         self._slot = self._matrix = None  # the bigram test's alphabet (_build_alphabet), on first use
-        self._width, self._outside, self._slot_top = 0, False, 0
+        self._width, self._outside = 0, False
         # With byte fallback and all 256 byte tokens, no char is ever unk: a char without its own
         # token starts as its <0xHH> tokens, whose strings begin with "<" and end with ">", so the
         # bigram test uses those two chars for it. If no merge involves a byte token, such a char
@@ -182,26 +182,33 @@ class CutTable:
         cell = sa.astype(np.int32)
         cell *= w
         cell += sb
-        found = self._matrix[cell]
+        found = np.take(self._matrix, cell)
         if self._outside:  # pairs with a char in some bigram outside the alphabet (none with "no bigram")
             none, out = w - 2, w - 1
             q = np.flatnonzero(((sa == out) | (sb == out)) & (sa != none) & (sb != none))
             if len(q):
                 k = (a[q].astype(np.uint64) << np.uint64(21)) | b[q].astype(np.uint64)
-                j = np.minimum(np.searchsorted(self.keys, k), len(self.keys) - 1)
-                found[q] = self.keys[j] == k
+                # searched in order: probes that walk the keys forward, not at random (Gemma 3
+                # over wagahai.txt: 83K pairs, 7.6 -> 3.5 ms with the sort)
+                order = np.argsort(k)
+                k = k[order]
+                j = np.searchsorted(self.keys, k)
+                np.minimum(j, len(self.keys) - 1, out=j)
+                found[q[order]] = self.keys[j] == k
         return found
 
     def ids_of(self, cps: np.ndarray) -> np.ndarray:
-        """Each code point's own token id (int32), or -1."""
-        return self.char_id[np.minimum(cps, self._top)]
+        """Each code point's own token id (int32), or -1. (np.take: clipping sends every code point
+        above the table to its last entry, -1, in the gather itself; a uint32 index given to [] is
+        first converted, 1.35 against 0.65 ms for 375K chars.)"""
+        return np.take(self.char_id, cps, mode="clip")
 
     def id_of(self, cp: int) -> int:
         return int(self.char_id[min(cp, self._top)])
 
     def slots(self, cps: np.ndarray) -> np.ndarray:
         """Each code point's row of the bigram matrix (_build_alphabet first)."""
-        return self._slot[np.minimum(cps, self._slot_top)]
+        return np.take(self._slot, cps, mode="clip")
 
     def _build_alphabet(self) -> None:
         """_slot: int16 per code point, the char's row (and column) in _matrix: its own for the
@@ -219,8 +226,8 @@ class CutTable:
         width = len(chars) + 2
         # (bigram chars are code points: _stored checks). Sized as char_id: one past the largest,
         # whose row ("no bigram") every char above it gets.
-        self._slot_top = int(present[-1]) + 1 if len(present) else 0
-        slot = np.full(self._slot_top + 1, width - 2, np.int16)
+        top = int(present[-1]) + 1 if len(present) else 0
+        slot = np.full(top + 1, width - 2, np.int16)
         slot[present] = width - 1
         slot[chars] = np.arange(len(chars), dtype=np.int16)
         matrix = np.zeros(width * width, bool)
@@ -274,20 +281,20 @@ def encode_long(text: str, table: CutTable, encode_many, cache: dict, bounds=Non
     nxt = multi + 1  # each multi-char part's end: the next part's start, or n
     ends = starts[np.minimum(nxt, len(starts) - 1)]
     ends[nxt == len(starts)] = n
-    strs = list(map(text.__getitem__, map(slice, starts[multi].tolist(), ends.tolist())))
-    try:  # mostly hits: one C-level pass, abandoned at the first miss
-        parts = list(map(cache.__getitem__, strs))
-    except KeyError:
-        # The distinct parts the cache lacks, encoded at once (encode_many remembers the short
-        # ones); the rest are asked once per distinct part, not once per part.
-        keys = dict.fromkeys(strs)
-        hits = list(map(cache.get, keys))
-        missing = list(compress(keys, map(is_, hits, repeat(None))))
-        distinct = dict(zip(keys, hits))
-        distinct.update(zip(missing, encode_many(missing)))
-        parts = list(map(distinct.__getitem__, strs))
+    strs = _part_strings(text, cps, starts[multi], ends)
+    # Each distinct part once: its ids from the cache, or encode_many (which remembers the
+    # short ones) for those it lacks; then every occurrence's ids by numpy gathers, rather than
+    # per-occurrence Python (Gemma 3 over wagahai.txt: 77K parts, 17K distinct).
+    distinct = list(dict.fromkeys(strs))
+    inv = np.fromiter(map(dict(zip(distinct, range(len(distinct)))).__getitem__, strs), np.int64, len(strs))
+    dparts = list(map(cache.get, distinct))
+    if None in dparts:
+        todo = list(compress(range(len(distinct)), map(is_, dparts, repeat(None))))
+        for k, ids_k in zip(todo, encode_many([distinct[k] for k in todo])):
+            dparts[k] = ids_k
+    dlen = np.fromiter(map(len, dparts), np.int64, len(dparts))
+    plens = dlen[inv].astype(np.int32)
     counts = np.ones(len(starts), np.int32)
-    plens = np.fromiter(map(len, parts), np.int32, len(parts))
     counts[multi] = plens
     has_fb = fb is not None and fb.any()
     if has_fb:
@@ -312,16 +319,45 @@ def encode_long(text: str, table: CutTable, encode_many, cache: dict, bounds=Non
         fbeg -= flen
         dest = np.repeat(pos[:-1][fb] - fbeg, flen)
         dest += np.arange(len(dest))
-        out[dest] = table.byte_id[utf8_bytes(fcp)]
-    if parts:
+        out[dest] = np.take(table.byte_id, utf8_bytes(fcp))  # (uint8 indices: [] would convert them first)
+    if len(multi):
         from itertools import chain
 
-        flat = np.fromiter(chain.from_iterable(parts), np.int64, int(plens.sum()))
-        pbeg = np.concatenate(([0], np.cumsum(plens, dtype=np.int64)[:-1]))
-        out[np.repeat(pos[multi] - pbeg, plens) + np.arange(len(flat))] = flat
+        dflat = np.fromiter(chain.from_iterable(dparts), np.int64, int(dlen.sum()))
+        dbeg = np.cumsum(dlen)
+        dbeg -= dlen
+        # the k-th id of all the parts' ids back to back: the flat id at its distinct part's
+        # start + k - its occurrence's start; it goes to the occurrence's slot + the same offset
+        pbeg = np.cumsum(plens, dtype=np.int64)
+        pbeg -= plens
+        k = np.arange(int(pbeg[-1] + plens[-1]))
+        out[np.repeat(pos[multi] - pbeg, plens) + k] = dflat[np.repeat(dbeg[inv] - pbeg, plens) + k]
     if bounds is not None:
         return table.lists.tolist(out), pos[np.searchsorted(starts, np.asarray(bounds, np.int64))].tolist()
     return table.lists.tolist(out)  # (a list: CharBPE.encode_piece makes it a tuple only if it remembers it)
+
+
+SENTINELS = "\x00\uffff\U0010ffff\x01"  # chars to join parts with, the first one the text lacks
+
+
+def _part_strings(text: str, cps: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> list[str]:
+    """text[starts[k]:ends[k]] for every k. The parts are gathered back to back with a sentinel
+    char after each (code points), decoded once and split: C-level, where a slice each costs
+    ~230 ns of Python (Gemma 3 over wagahai.txt: 77K parts, 18 -> 7 ms). Slices when the text
+    holds every sentinel."""
+    sep = next((c for c in SENTINELS if c not in text), None)
+    if sep is None or not len(starts):
+        return list(map(text.__getitem__, map(slice, starts.tolist(), ends.tolist())))
+    lens = ends - starts
+    lens += 1  # each part and its sentinel
+    at = np.cumsum(lens)  # where each part's sentinel goes, + 1
+    src = np.repeat(starts - (at - lens), lens)
+    src += np.arange(len(src))
+    buf = np.take(cps, src, mode="clip")  # (a sentinel slot's source is the next char: overwritten)
+    buf[at - 1] = ord(sep)
+    out = buf.tobytes().decode("utf-32-le", "surrogatepass").split(sep)
+    out.pop()  # (after the last sentinel)
+    return out
 
 
 def utf8_bytes(cp: np.ndarray) -> np.ndarray:
