@@ -124,17 +124,27 @@ def test_long_pieces_holding_the_sentinels(name, exported, corpus, testdata):
         assert tok.encode(text) == ref.encode(text).ids
 
 
-def test_lone_fallback_chars_of_every_length(exported, testdata):
-    """Llama 2 (byte tokens that never merge): a long piece of lone chars without tokens of
-    their own, 2, 3 and 4 UTF-8 bytes, between known ones, equals tokenizers'."""
+@pytest.mark.parametrize("name", MODELS)
+@pytest.mark.parametrize("consecutive", [True, False])
+def test_lone_fallback_chars_of_every_length(name, consecutive, exported, testdata):
+    """Byte tokens that never merge: a long piece of lone chars without tokens of their own, 2,
+    3 and 4 UTF-8 bytes, between known ones and multi-char parts, equals tokenizers'. Both files
+    have the 256 byte tokens at consecutive ids; consecutive=False takes the path for files that
+    do not (each byte's token looked up)."""
     import random
 
     from tokenizers import Tokenizer
 
-    ref = Tokenizer.from_file(str(testdata / "models" / "llama2" / "tokenizer.json"))
-    tok = tokmap.load(exported("llama2"))
+    ref = Tokenizer.from_file(str(testdata / "models" / name / "tokenizer.json"))
+    tok = tokmap.load(exported(name))
+    tok.encode("x" * 300)  # builds the cut table
+    table = tok.model._table
+    assert table.byte_id is not None and table.byte_first == int(table.byte_id[0])
+    if not consecutive:
+        table.byte_first = None
     rng = random.Random(3)
-    pool = ["\u0531", "\u07c0", "\u4e28", "\uac01", "\ue000", "\U0001f600", "\U00020001", "\U0010fffd", "a", "\u3042"]
+    pool = ["\u0531", "\u07c0", "\u4e28", "\uac01", "\ue000", "\U0001f600", "\U00020001", "\U0010fffd", "a", "\u3042",
+            "the", "\u2581of"]
     text = "".join(rng.choice(pool) for _ in range(3000))
     assert tok.encode(text) == ref.encode(text).ids
     assert tok.encode(text) == ref.encode(text).ids
