@@ -12,7 +12,7 @@ from test_hostile_files import check_error, with_meta, with_section, write
 
 import tokmap
 from tokmap import mtok
-from tokmap.runtime.models import charcut
+from tokmap.runtime.models import charcut, textparts
 from tokmap.runtime.reader import MtokFile
 
 MODELS = ["llama2", "gemma3"]
@@ -92,9 +92,9 @@ def test_utf8_bytes_of_every_code_point():
     assert charcut.utf8_bytes(cps[:0]).tobytes() == b""
 
 
-@pytest.mark.parametrize("held", ["", "\x00", charcut.SENTINELS[:-1], charcut.SENTINELS])
+@pytest.mark.parametrize("held", ["", "\x00", textparts.SENTINELS[:-1], textparts.SENTINELS])
 def test_part_strings_equal_slices(held):
-    """_part_strings(text, ...) is text[start:end] for each part, whichever sentinels the text
+    """part_strings(text, ...) is text[start:end] for each part, whichever sentinels the text
     holds (all of them: the slicing path), with astral chars and lone surrogates in the parts."""
     import random
 
@@ -105,21 +105,21 @@ def test_part_strings_equal_slices(held):
     cuts = sorted(set(rng.sample(range(1, len(text)), 1500)))
     starts, ends = np.array([0, *cuts]), np.array([*cuts, len(text)])
     pick = np.array(sorted(rng.sample(range(len(starts)), 700)))
-    got = charcut._part_strings(text, cps, starts[pick], ends[pick])
+    got = textparts.part_strings(text, cps, starts[pick], ends[pick])
     assert got == [text[a:b] for a, b in zip(starts[pick].tolist(), ends[pick].tolist())]
-    assert charcut._part_strings(text, cps, starts[:0], ends[:0]) == []
+    assert textparts.part_strings(text, cps, starts[:0], ends[:0]) == []
 
 
 @pytest.mark.parametrize("name", MODELS)
 def test_long_pieces_holding_the_sentinels(name, exported, corpus, testdata):
-    """A long piece holding the chars _part_strings joins parts with, some or all of them, equals
+    """A long piece holding the chars part_strings joins parts with, some or all of them, equals
     tokenizers' ids."""
     from tokenizers import Tokenizer
 
     ref = Tokenizer.from_file(str(testdata / "models" / name / "tokenizer.json"))
     tok = tokmap.load(exported(name))
     base = corpus("wagahai")[:3000] + corpus("en")[:3000]
-    for held in (charcut.SENTINELS[:1], charcut.SENTINELS):
+    for held in (textparts.SENTINELS[:1], textparts.SENTINELS):
         text = held.join(base[k:k + 40] for k in range(0, len(base), 40))
         assert tok.encode(text) == ref.encode(text).ids
 

@@ -110,7 +110,7 @@ class CharIds:
 
     def __init__(self):
         self.row = np.zeros(0x110000, dtype=np.int32)  # row + 1 in ids / counts; 0: not met yet
-        self.ids = np.zeros((0, 4), dtype=np.int64)
+        self.ids = np.zeros((0, 4), dtype=np.uint32)  # (ids are below 2^32: META checks vocab_size)
         self.counts = np.zeros(0, dtype=np.int64)
 
     def rows(self, cps: np.ndarray) -> np.ndarray:
@@ -120,7 +120,7 @@ class CharIds:
     def add(self, cps: np.ndarray, flat: np.ndarray, counts: np.ndarray) -> None:
         """Remember distinct new chars cps, whose ids are flat (back to back, counts each)."""
         n = len(cps)
-        block = np.zeros((n, 4), dtype=np.int64)
+        block = np.zeros((n, 4), dtype=np.uint32)
         first = np.cumsum(counts) - counts
         at = np.repeat(np.arange(n), counts)
         block[at, np.arange(len(flat)) - first[at]] = flat

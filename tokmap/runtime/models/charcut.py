@@ -27,6 +27,7 @@ import numpy as np
 from ... import mtok
 from ...errors import FormatError
 from ..idlist import IdLists
+from .textparts import part_strings
 
 # Separators a cut may precede in the regex path (the numpy path considers every char pair).
 CANDIDATES = "\u2581 \n\t\r"
@@ -284,7 +285,7 @@ def encode_long(text: str, table: CutTable, encode_many, cache: dict, bounds=Non
     nxt = multi + 1  # each multi-char part's end: the next part's start, or n
     ends = starts[np.minimum(nxt, len(starts) - 1)]
     ends[nxt == len(starts)] = n
-    strs = _part_strings(text, cps, starts[multi], ends)
+    strs = part_strings(text, cps, starts[multi], ends)
     # Each distinct part once: its ids from the cache, or encode_many (which remembers the
     # short ones) for those it lacks; then every occurrence's ids by numpy gathers, rather than
     # per-occurrence Python (Gemma 3 over wagahai.txt: 77K parts, 17K distinct).
@@ -343,29 +344,6 @@ def encode_long(text: str, table: CutTable, encode_many, cache: dict, bounds=Non
     if bounds is not None:
         return table.lists.tolist(out), pos[np.searchsorted(starts, np.asarray(bounds, np.int64))].tolist()
     return table.lists.tolist(out)  # (a list: CharBPE.encode_piece makes it a tuple only if it remembers it)
-
-
-SENTINELS = "\x00\uffff\U0010ffff\x01"  # chars to join parts with, the first one the text lacks
-
-
-def _part_strings(text: str, cps: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> list[str]:
-    """text[starts[k]:ends[k]] for every k. The parts are gathered back to back with a sentinel
-    char after each (code points), decoded once and split: C-level, where a slice each costs
-    ~230 ns of Python (Gemma 3 over wagahai.txt: 77K parts, 18 -> 7 ms). Slices when the text
-    holds every sentinel."""
-    sep = next((c for c in SENTINELS if c not in text), None)
-    if sep is None or not len(starts):
-        return list(map(text.__getitem__, map(slice, starts.tolist(), ends.tolist())))
-    lens = ends - starts
-    lens += 1  # each part and its sentinel
-    at = np.cumsum(lens)  # where each part's sentinel goes, + 1
-    src = np.repeat(starts - (at - lens), lens)
-    src += np.arange(len(src))
-    buf = np.take(cps, src, mode="clip")  # (a sentinel slot's source is the next char: overwritten)
-    buf[at - 1] = ord(sep)
-    out = buf.tobytes().decode("utf-32-le", "surrogatepass").split(sep)
-    out.pop()  # (after the last sentinel)
-    return out
 
 
 def utf8_bytes(cp: np.ndarray) -> np.ndarray:

@@ -1,0 +1,31 @@
+"""Many substrings of one text at once (numpy; imported by the model modules that use it).
+
+Cutting a text into parts by their offsets costs a Python slice each; the models that cut long
+pieces where no merge crosses (charcut.py, and BPE._segmented) make tens of thousands of them.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+SENTINELS = "\x00\uffff\U0010ffff\x01"  # chars to join parts with, the first one the text lacks
+
+
+def part_strings(text: str, cps: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> list[str]:
+    """text[starts[k]:ends[k]] for every k (cps: text's code points, uint32). The parts are
+    gathered back to back with a sentinel char after each, decoded once and split: C-level,
+    where a slice each costs ~230 ns of Python (Gemma 3 over wagahai.txt: 77K parts, 18 -> 7
+    ms). Slices when the text holds every sentinel."""
+    sep = next((c for c in SENTINELS if c not in text), None)
+    if sep is None or not len(starts):
+        return list(map(text.__getitem__, map(slice, starts.tolist(), ends.tolist())))
+    lens = ends - starts
+    lens += 1  # each part and its sentinel
+    at = np.cumsum(lens)  # where each part's sentinel goes, + 1
+    src = np.repeat(starts - (at - lens), lens)
+    src += np.arange(len(src))
+    buf = np.take(cps, src, mode="clip")  # (a sentinel slot's source is the next char: overwritten)
+    buf[at - 1] = ord(sep)
+    out = buf.tobytes().decode("utf-32-le", "surrogatepass").split(sep)
+    out.pop()  # (after the last sentinel)
+    return out
