@@ -87,10 +87,15 @@ def test_every_cut_is_uncrossable(name, exported, corpus):
                 assert data[s:e] not in results, (name, j, data[s:e])
 
 
+@pytest.mark.parametrize("remember", [True, False])
 @pytest.mark.parametrize("name", ["cl100k_base", "o200k_base", "gpt4o", "qwen3"])
-def test_cut_path_equals_reference(name, exported, corpus, testdata, monkeypatch):
+def test_cut_path_equals_reference(name, remember, exported, corpus, testdata, monkeypatch):
     """Texts whose pieces are cut encode as the reference does, the first time and again, and a
-    spy sees the cut path serve them; a file without the section gives the same ids."""
+    spy sees the cut path serve them; a file without the section gives the same ids. With
+    remember=False no batch of fresh parts is small enough to be remembered (as with 10^6
+    random ideographs): every call merges them all again."""
+    if not remember:
+        monkeypatch.setattr(bpe, "PART_BATCH_REMEMBERED", 0)
     ref = Ref(name, model_source(testdata, name))
     rng = random.Random(11)
     alphabet = _cjk(rng, 400)
@@ -117,6 +122,7 @@ def test_cut_path_equals_reference(name, exported, corpus, testdata, monkeypatch
         assert encode(t) == e
         assert encode(t) == e  # (again: the char table and the part cache now hold its parts)
     assert served and served[0] > 0, served
+    assert bool(tok.pipeline.model.part_cache) == remember
     bare = write_without_section(exported(name), testdata)
     plain = tokmap.load(bare)
     for t, e in zip(texts, expect):

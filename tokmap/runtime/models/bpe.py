@@ -14,7 +14,7 @@ import heapq
 import sys
 from bisect import bisect_left
 from itertools import chain, compress, filterfalse, repeat
-from operator import is_
+from operator import is_, is_not
 
 from ... import mtok
 from ...errors import FormatError
@@ -31,6 +31,7 @@ CHUNK_PIECE = 4096  # bytes; a piece this long (and longer than any token) is me
 FILTER_WORDS = 4096  # words in one batch from which the hash filter (~2 ms to build) pays for itself
 CACHE_PIECE = 256  # chars; longer pieces are remembered within a budget (models.LongPieces)
 CACHE_MAX = 1 << 19  # pieces; the cache is emptied when it grows past this
+PART_BATCH_REMEMBERED = 1 << 16  # fresh parts of cut pieces; more at once (random text) are not remembered
 BMP_INDEX_CHARS = 1 << 14  # multi-byte chars in one batch from which premerge builds its index
 CUT_SHARE = 3  # pieces are cut into parts (bpe_cuts.py) when at least 1/3 of the tested boundaries cut ...
 PROBE_BYTES = 1 << 16  # ... in a first look at this much of them (BPE._cuts_pay)
@@ -255,21 +256,9 @@ class BPE(VocabFile):
         counts = np.zeros(len(starts), dtype=np.int64)
         counts[one] = chars.counts[row]
         if len(many):  # parts of several chars: each distinct one merged once (part_cache)
-            parts = part_strings(joined, cps_all, char_at[starts[many]], char_at[ends[many] - 1] + 1)
-            cache = self.part_cache
-            got = list(map(cache.get, parts))
-            if None in got:
-                missing = list(dict.fromkeys(compress(parts, map(is_, got, repeat(None)))))
-                ids = self._merge_parts(missing)
-                if ids is None:
-                    return None
-                if len(cache) + len(missing) > CACHE_MAX:
-                    cache.clear()
-                fresh = dict(zip(missing, ids))
-                cache.update(fresh)
-                got = list(map(fresh.get, parts, got))  # a new part's ids, else the hit itself
-            counts[many] = np.fromiter(map(len, got), dtype=np.int64, count=len(got))
-            many_ids = np.fromiter(chain.from_iterable(got), dtype=np.uint32, count=int(counts[many].sum()))
+            many_ids = self._many_part_ids(raw, joined, cps_all, char_at, starts[many], ends[many], counts, many)
+            if many_ids is None:
+                return None
         # The one-char parts' ids in order: their rows of chars.ids, each cut to its count (a
         # row-major mask keeps the order); they fill every slot the other parts do not have.
         # (Per-id destinations cost 135 of o200k's 680 ms on 10^6 random ideographs.)
@@ -314,19 +303,54 @@ class BPE(VocabFile):
         distinct = 1 + np.count_nonzero(key[1:] != key[:-1])  # (3 bytes from each cut: its char, about)
         return distinct * 5 < len(cuts) * 4
 
-    def _merge_parts(self, parts: list[str]) -> list[tuple[int, ...]] | None:
-        """Pure BPE (no whole-token lookup) of each part, at most BATCH_WORD bytes: one batch; None
-        for a byte with no token (the caller then takes the usual path)."""
+    def _many_part_ids(self, raw, joined, cps, char_at, starts, ends, counts, many):
+        """The ids of the multi-char parts raw[starts[k]:ends[k]] back to back (uint32), their
+        counts put in counts[many]; None for a byte with no token. Each distinct part once: from
+        part_cache, or merged (pure BPE, no whole-token lookup) in one batch from its first
+        occurrence's bytes; every occurrence then takes its ids by numpy gathers. (Per-occurrence
+        Python -- a dict lookup, a tuple, a chain -- cost ~90 of o200k's 585 ms on 10^6 random
+        ideographs, whose pairs are nearly all distinct.)"""
         import numpy as np
 
-        joined = "".join(parts)
-        raw = np.frombuffer(joined.encode("utf-8"), dtype=np.uint8)
-        ends = np.cumsum(_byte_lengths(joined, parts, len(raw)))
-        got = self._merge_ranges(raw, ends - np.diff(ends, prepend=0), ends)
-        if got is None:
-            return None
-        flat, at = got[0].tolist(), np.cumsum(got[1]).tolist()
-        return list(map(tuple, map(flat.__getitem__, map(slice, [0] + at[:-1], at))))
+        from .textparts import part_strings
+
+        parts = part_strings(joined, cps, char_at[starts], char_at[ends - 1] + 1)
+        distinct = list(dict.fromkeys(parts))
+        inv = np.fromiter(map(dict(zip(distinct, range(len(distinct)))).__getitem__, parts), np.int64, len(parts))
+        cache = self.part_cache
+        got = list(map(cache.get, distinct))
+        dlen = np.zeros(len(distinct), dtype=np.int64)
+        dbeg = np.zeros(len(distinct), dtype=np.int64)  # where each distinct part's ids start in dflat
+        miss = np.flatnonzero(np.fromiter(map(is_, got, repeat(None)), bool, len(got)))
+        hit = np.flatnonzero(np.fromiter(map(is_not, got, repeat(None)), bool, len(got)))
+        hits = [got[k] for k in hit.tolist()] if len(miss) else got
+        hlen = np.fromiter(map(len, hits), np.int64, len(hits))
+        dflat = [np.fromiter(chain.from_iterable(hits), np.uint32, int(hlen.sum()))]
+        dlen[hit] = hlen
+        dbeg[hit] = np.cumsum(hlen) - hlen
+        if len(miss):
+            first = np.empty(len(distinct), dtype=np.int64)
+            first[inv[::-1]] = np.arange(len(parts) - 1, -1, -1)  # (the last write wins: the first occurrence)
+            got_m = self._merge_ranges(raw, starts[first[miss]], ends[first[miss]])
+            if got_m is None:
+                return None
+            flat, mcounts = got_m
+            dlen[miss] = mcounts
+            dbeg[miss] = len(dflat[0]) + np.cumsum(mcounts) - mcounts
+            dflat.append(flat.astype(np.uint32))
+            if len(miss) <= PART_BATCH_REMEMBERED:
+                if len(cache) + len(miss) > CACHE_MAX:
+                    cache.clear()
+                ids, ends_m = flat.tolist(), np.cumsum(mcounts).tolist()
+                cache.update(zip([distinct[k] for k in miss.tolist()],
+                                 map(tuple, map(ids.__getitem__, map(slice, [0, *ends_m[:-1]], ends_m)))))
+        olen = dlen[inv]
+        counts[many] = olen
+        obeg = np.cumsum(olen)
+        obeg -= olen
+        src = np.repeat(dbeg[inv] - obeg, olen)
+        src += np.arange(len(src))
+        return np.concatenate(dflat)[src]
 
     def _encode_whole(self, texts: list[str], joined: str | None = None) -> list[tuple[int, ...]]:
         """_encode_many without cuts: the short pieces in one numpy batch merge, long ones alone
