@@ -110,6 +110,24 @@ def test_part_strings_equal_slices(held):
     assert textparts.part_strings(text, cps, starts[:0], ends[:0]) == []
 
 
+def test_dedupe_and_spread_equal_per_part_python():
+    """dedupe + spread give every part's ids as a dict of the distinct parts would, including
+    parts with no ids and parts seen once."""
+    import random
+
+    rng = random.Random(5)
+    words = ["".join(rng.choice("ab\u3042") for _ in range(rng.randrange(1, 4))) for _ in range(60)]
+    parts = [rng.choice(words) for _ in range(2000)]
+    ids_of = {w: tuple(rng.randrange(1000) for _ in range(rng.randrange(0, 4))) for w in words}
+    distinct, inv = textparts.dedupe(parts)
+    assert distinct == list(dict.fromkeys(parts)) and [distinct[k] for k in inv.tolist()] == parts
+    dlen = np.array([len(ids_of[d]) for d in distinct])
+    flat = np.array([i for d in distinct for i in ids_of[d]])
+    got, counts = textparts.spread(flat, np.cumsum(dlen) - dlen, dlen, inv)
+    assert got.tolist() == [i for p in parts for i in ids_of[p]]
+    assert counts.tolist() == [len(ids_of[p]) for p in parts]
+
+
 @pytest.mark.parametrize("name", MODELS)
 def test_long_pieces_holding_the_sentinels(name, exported, corpus, testdata):
     """A long piece holding the chars part_strings joins parts with, some or all of them, equals

@@ -19,7 +19,7 @@ finds the candidate cuts before the usual separators (space marks, whitespace) i
 from __future__ import annotations
 
 import re
-from itertools import compress, repeat
+from itertools import chain, compress, repeat
 from operator import is_
 
 import numpy as np
@@ -27,7 +27,7 @@ import numpy as np
 from ... import mtok
 from ...errors import FormatError
 from ..idlist import IdLists
-from .textparts import part_strings
+from .textparts import dedupe, part_strings, spread
 
 # Separators a cut may precede in the regex path (the numpy path considers every char pair).
 CANDIDATES = "\u2581 \n\t\r"
@@ -285,19 +285,19 @@ def encode_long(text: str, table: CutTable, encode_many, cache: dict, bounds=Non
     nxt = multi + 1  # each multi-char part's end: the next part's start, or n
     ends = starts[np.minimum(nxt, len(starts) - 1)]
     ends[nxt == len(starts)] = n
-    strs = part_strings(text, cps, starts[multi], ends)
     # Each distinct part once: its ids from the cache, or encode_many (which remembers the
     # short ones) for those it lacks; then every occurrence's ids by numpy gathers, rather than
     # per-occurrence Python (Gemma 3 over wagahai.txt: 77K parts, 17K distinct).
-    distinct = list(dict.fromkeys(strs))
-    inv = np.fromiter(map(dict(zip(distinct, range(len(distinct)))).__getitem__, strs), np.int64, len(strs))
+    distinct, inv = dedupe(part_strings(text, cps, starts[multi], ends))
     dparts = list(map(cache.get, distinct))
     if None in dparts:
         todo = list(compress(range(len(distinct)), map(is_, dparts, repeat(None))))
         for k, ids_k in zip(todo, encode_many([distinct[k] for k in todo])):
             dparts[k] = ids_k
     dlen = np.fromiter(map(len, dparts), np.int64, len(dparts))
-    plens = dlen[inv].astype(np.int32)
+    dbeg = np.cumsum(dlen)
+    dbeg -= dlen
+    part_ids, plens = spread(np.fromiter(chain.from_iterable(dparts), np.int64, int(dlen.sum())), dbeg, dlen, inv)
     counts = np.ones(len(starts), np.int32)
     counts[multi] = plens
     has_fb = fb is not None and fb.any()
@@ -317,20 +317,12 @@ def encode_long(text: str, table: CutTable, encode_many, cache: dict, bounds=Non
     else:
         single = one & (first >= 0)
         out[pos[:-1][single]] = first[single]
-    if len(multi):
-        from itertools import chain
-
-        dflat = np.fromiter(chain.from_iterable(dparts), np.int64, int(dlen.sum()))
-        dbeg = np.cumsum(dlen)
-        dbeg -= dlen
-        # the k-th id of all the parts' ids back to back: the flat id at its distinct part's
-        # start + k - its occurrence's start; it goes to the occurrence's slot + the same offset
-        pbeg = np.cumsum(plens, dtype=np.int64)
+    if len(multi):  # the k-th of the parts' ids back to back goes to its part's slot + k - its part's first
+        pbeg = np.cumsum(plens)
         pbeg -= plens
-        k = np.arange(int(pbeg[-1] + plens[-1]))
         mdest = np.repeat(pos[multi] - pbeg, plens)
-        mdest += k
-        out[mdest] = dflat[np.repeat(dbeg[inv] - pbeg, plens) + k]
+        mdest += np.arange(len(mdest))
+        out[mdest] = part_ids
     if has_fb:
         # The fallback bytes fill every slot no other part has (byte_id: no part lacks a slot),
         # in order: one mask store, not a destination per byte (Gemma 3 over utf8seq.txt: 830K).
