@@ -112,7 +112,7 @@ def test_part_strings_equal_slices(held):
 
 def test_dedupe_and_spread_equal_per_part_python():
     """dedupe + spread give every part's ids as a dict of the distinct parts would, including
-    parts with no ids and parts seen once."""
+    parts with no ids and parts seen once; ranges concatenates ranges, empty ones too."""
     import random
 
     rng = random.Random(5)
@@ -126,6 +126,8 @@ def test_dedupe_and_spread_equal_per_part_python():
     got, counts = textparts.spread(flat, np.cumsum(dlen) - dlen, dlen, inv)
     assert got.tolist() == [i for p in parts for i in ids_of[p]]
     assert counts.tolist() == [len(ids_of[p]) for p in parts]
+    begin, length = np.array([5, 0, 9, 2]), np.array([2, 0, 3, 1])
+    assert textparts.ranges(begin, length).tolist() == [5, 6, 9, 10, 11, 2]
 
 
 @pytest.mark.parametrize("name", MODELS)

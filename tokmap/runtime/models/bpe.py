@@ -203,7 +203,7 @@ class BPE(VocabFile):
         import numpy as np
 
         from .bpe_cuts import CharIds
-        from .textparts import part_strings
+        from .textparts import ranges
 
         raw = np.frombuffer(joined.encode("utf-8"), dtype=np.uint8)
         blen, cps_all = _byte_lengths(joined, texts, len(raw), with_cps=True)
@@ -264,9 +264,7 @@ class BPE(VocabFile):
         # (rather than a destination computed per id).
         ones = chars.ids[row][np.arange(4) < counts[one][:, None]]
         if len(many):
-            part_at = np.cumsum(counts) - counts
-            cm = counts[many]
-            dest = np.repeat(part_at[many] - (np.cumsum(cm) - cm), cm) + np.arange(len(many_ids))
+            dest = ranges((np.cumsum(counts) - counts)[many], counts[many])  # the multi-char parts' slots
             flat = np.empty(int(counts.sum()), dtype=np.uint32)  # (ids: uint32 as in the file; fresh pages cost)
             rest = np.ones(len(flat), dtype=bool)
             rest[dest] = False
@@ -281,8 +279,10 @@ class BPE(VocabFile):
         out: list = [None] * len(texts)
         at = 0
         for k, n in zip(np.flatnonzero(done).tolist(), per_piece[done].tolist()):
-            # a list for a piece too long for the cache (one copy fewer: 10^6 ideographs make 2M ids)
-            out[k] = tuple(ids[at:at + n]) if len(texts[k]) <= CACHE_PIECE else ids if n == len(ids) else ids[at:at + n]
+            if len(texts[k]) <= CACHE_PIECE:  # (the cache keeps it: a tuple)
+                out[k] = tuple(ids[at:at + n])
+            else:  # a list, and the whole list when it is all (10^6 ideographs: 2M ids not copied)
+                out[k] = ids if n == len(ids) else ids[at:at + n]
             at += n
         return out
 

@@ -27,7 +27,7 @@ import numpy as np
 from ... import mtok
 from ...errors import FormatError
 from ..idlist import IdLists
-from .textparts import dedupe, part_strings, spread
+from .textparts import dedupe, part_strings, ranges, spread
 
 # Separators a cut may precede in the regex path (the numpy path considers every char pair).
 CANDIDATES = "\u2581 \n\t\r"
@@ -317,11 +317,8 @@ def encode_long(text: str, table: CutTable, encode_many, cache: dict, bounds=Non
     else:
         single = one & (first >= 0)
         out[pos[:-1][single]] = first[single]
-    if len(multi):  # the k-th of the parts' ids back to back goes to its part's slot + k - its part's first
-        pbeg = np.cumsum(plens)
-        pbeg -= plens
-        mdest = np.repeat(pos[multi] - pbeg, plens)
-        mdest += np.arange(len(mdest))
+    if len(multi):
+        mdest = ranges(pos[multi], plens)  # the multi-char parts' slots
         out[mdest] = part_ids
     if has_fb:
         # The fallback bytes fill every slot no other part has (byte_id: no part lacks a slot),

@@ -3,7 +3,7 @@
 The models that cut long pieces where no merge crosses (charcut.py, and BPE._segmented) make
 tens of thousands of parts, most of them repeats. Each step here is a few C-level passes where a
 slice, a lookup or a tuple per part costs Python: the parts as strings (part_strings), the
-distinct ones (dedupe, each then encoded once), and every occurrence's ids (spread).
+distinct ones (dedupe, each then encoded once), and every occurrence's ids (spread, ranges).
 """
 
 from __future__ import annotations
@@ -45,8 +45,14 @@ def spread(flat: np.ndarray, begin: np.ndarray, length: np.ndarray, inv: np.ndar
     d = inv[k] takes flat[begin[d]:begin[d] + length[d]]. Gathers, where a lookup, a tuple and
     a chain per occurrence cost ~300 ns of Python (tens of thousands of parts in a long text)."""
     olen = length[inv]
-    obeg = np.cumsum(olen)
-    obeg -= olen
-    src = np.repeat(begin[inv] - obeg, olen)
-    src += np.arange(len(src))
-    return flat[src], olen
+    return flat[ranges(begin[inv], olen)], olen
+
+
+def ranges(begin: np.ndarray, length: np.ndarray) -> np.ndarray:
+    """begin[k], begin[k] + 1, ..., begin[k] + length[k] - 1 for every k, back to back (int64):
+    where each part's ids go, or come from, in a flat array."""
+    first = np.cumsum(length, dtype=np.int64)
+    first -= length  # where range k starts in the result
+    out = np.repeat(begin - first, length)
+    out += np.arange(len(out))
+    return out
