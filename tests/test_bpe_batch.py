@@ -62,10 +62,11 @@ def random_table(rng: random.Random, n_base: int, n_merges: int, shared_ranks: b
     return {pair: (ranks[r], res) for pair, (r, res) in table.items()}
 
 
-def merger_for(table) -> BatchMerger:
+def merger_for(table, rank_step: int = 1) -> BatchMerger:
+    """rank_step > 1 spreads the ranks apart (sparse ranks: the merger renumbers them)."""
     keys = sorted(table)
     packed = np.array([(a << 32) | b for a, b in keys], dtype="<u8")
-    ranks = np.array([table[k][0] for k in keys], dtype="<u4")
+    ranks = np.array([table[k][0] * rank_step for k in keys], dtype="<u4")
     results = np.array([table[k][1] for k in keys], dtype="<u4")
     return BatchMerger(packed.tobytes(), ranks.tobytes(), results.tobytes())
 
@@ -101,6 +102,28 @@ def test_batch_merge_equals_sequential_bpe(seed):
     assert run_batch(merger, words, finish) == expected
     for w, e in zip(words[:40], expected[:40]):
         assert run_batch(merger, [w], finish, min_yield=4) == [e]
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_sparse_ranks_merge_alike_and_report_the_file_ranks(seed):
+    """Ranks far apart (up to ~2^31) are renumbered densely for the codes: the merge equals the
+    sequential one, and the ranks handed to the scalar finish are the file's, not the dense ones."""
+    rng = random.Random(seed)
+    table = random_table(rng, 5, 300, shared_ranks=seed % 2 == 0)
+    merger = merger_for(table, rank_step=7_000_003)
+    words = [[rng.randrange(5) for _ in range(rng.choice([1, 3, 9, 40]))] for _ in range(300)]
+    assert run_batch(merger, words) == [reference_bpe(w, table) for w in words]
+    assert merger.rank_of is not None  # the sparse path was taken
+    pairs = list(table)
+    got = merger.file_ranks(merger.codes(np.array([a for a, _ in pairs]), np.array([b for _, b in pairs])))
+    assert got.tolist() == [table[p][0] * 7_000_003 for p in pairs]
+    seen = []
+    finish = lambda w, ranks: seen.append((list(w), ranks)) or reference_bpe(w, table)  # noqa: E731
+    run_batch(merger, [w for w in words if len(w) > 1][:5], finish)
+    assert seen
+    for w, ranks in seen:
+        expect = [table[(a, b)][0] * 7_000_003 if (a, b) in table else -1 for a, b in zip(w, w[1:])]
+        assert ranks == expect
 
 
 @pytest.mark.parametrize("seed", range(4))

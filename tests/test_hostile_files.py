@@ -559,6 +559,23 @@ def test_legacy_layout_with_ranks_encodes_alike(gpt2, gpt2_ranked):
     assert exercise(gpt2_ranked, strict=True) == exercise(gpt2, strict=True)
 
 
+def test_one_rank_with_two_results_is_refused(gpt2_ranked, tmp_path):
+    """Merges sharing a rank share their result (tiktoken's all splits of one token): the batch merge
+    finds a merge's result from its rank. A table breaking that names merge_ranks on the first
+    batch merge, instead of merging to the wrong token."""
+    secs = Container(gpt2_ranked.read_bytes()).sections()
+    raw = secs[mtok.SECTION_MERGE_RANKS][1]
+    ranks = list(struct.unpack(f"<{len(raw) // 4}I", raw))
+    results = struct.unpack(f"<{len(ranks)}I", secs[mtok.SECTION_MERGE_RESULTS][1])
+    ranks[next(j for j, r in enumerate(results) if r != results[0])] = ranks[0]
+    p = write(tmp_path, with_section(gpt2_ranked, mtok.SECTION_MERGE_RANKS, struct.pack(f"<{len(ranks)}I", *ranks)))
+    tok = tokmap.load(p)
+    with pytest.raises(tokmap.FormatError) as ei:
+        tok.encode_ordinary(" ".join(f"w{k}x{k * 7}" for k in range(20000)))  # a batch of misses
+    check_error(ei.value, p, "merge_ranks", MtokFile(p).sections[mtok.SECTION_MERGE_RANKS][1],
+                "one rank with different results")
+
+
 # -- META ---------------------------------------------------------------------------------------------------
 def _meta_off(p) -> int:
     return Container(p.read_bytes()).entry(mtok.SECTION_META)["offset"]

@@ -29,7 +29,9 @@ from __future__ import annotations
 
 import numpy as np
 
-INF = np.int64(1 << 62)
+INF = np.int64(1 << 62)  # (nonmono_bitmap: no merge uses the id)
+NOPAIR = (1 << 31) - 2  # the code of a pair that is no merge
+BOUND = (1 << 31) - 1  # the code after a word's last symbol (no pair)
 FINISH_WORDS = 8  # live words at or below which the caller's scalar merge finishes them
 HASH_MIX = 0x9E3779B97F4A7C15  # odd multipliers that spread a word's key into the high 32 bits
 HASH_MIX2 = 0xBF58476D1CE4E5B9
@@ -126,41 +128,85 @@ def nonmono_bitmap(keys: np.ndarray, ranks: np.ndarray, results: np.ndarray) -> 
 
 class BatchMerger:
     """Views of one tokenizer's merge table (sorted u64 keys, u32 ranks and results) plus each
-    merge's non-monotone bit: the file's bitmap when it has one, else computed here."""
+    merge's non-monotone bit: the file's bitmap when it has one, else computed here.
+
+    A pair's *code* is one int32, 2 * rank + non-monotone bit, with the rank renumbered densely
+    when the file's ranks are sparse; NOPAIR where the pair is no merge, BOUND after a word's last
+    symbol. Ordering codes orders ranks, and equal ranks (tiktoken's all splits of one token) share
+    their result and so their bit: one small array serves the minimum, the tie test and the result
+    (result_of[code >> 1]). int32, not int64: every round moves these arrays, and the bytes count."""
 
     def __init__(self, keys, ranks, results, nonmono=None):
+        self._ranks_are_results = ranks is results  # (the model's ranks_from_results)
         self.keys = np.frombuffer(keys, dtype="<u8")
         self.ranks = np.frombuffer(ranks, dtype="<u4")
         self.results = np.frombuffer(results, dtype="<u4")
         self.m = len(self.keys)
         if nonmono is None:  # files written before the bitmap existed
             nonmono = nonmono_bitmap(self.keys, self.ranks, self.results)
-        self._byte_pairs = self._code = None
+        self._byte_pairs = self._code = self.result_of = self.rank_of = None
         self.nonmono = np.unpackbits(np.frombuffer(nonmono, dtype=np.uint8), count=self.m, bitorder="little")
 
+    def build_codes(self) -> None:
+        """Every merge's code, its result by code >> 1 (result_of; None when the ranks are the
+        results, as the exporter writes tiktoken's and most tokenizer.json tables: then the result
+        is code >> 1 itself) and, when the file's ranks were renumbered, rank_of. Raises
+        ValueError(section name, message) when two merges of one rank have different results or
+        non-monotone bits: a damaged table, which no code could order."""
+        if self._ranks_are_results:
+            dense, self.rank_of = self.results, None
+            n = int(dense.max()) + 1 if self.m else 0
+        else:
+            r = self.ranks.astype(np.int64)
+            if self.m and int(r.max()) >= 4 * self.m + 1024:  # sparse ranks: renumber them densely
+                self.rank_of, dense = np.unique(r, return_inverse=True)
+            else:
+                self.rank_of, dense = None, r
+            n = int(dense.max()) + 1 if self.m else 0
+        if n >= 1 << 30:
+            raise ValueError("merge_ranks", "more than 2^30 merge ranks")
+        dense = dense.astype(np.intp)
+        if not self._ranks_are_results:
+            self.result_of = np.zeros(n, dtype=np.int32)
+            self.result_of[dense] = self.results
+            if (self.result_of[dense] != self.results).any():
+                raise ValueError("merge_ranks", "merges of one rank with different results")
+        bit = np.zeros(n, dtype=np.uint8)
+        bit[dense] = self.nonmono
+        if (bit[dense] != self.nonmono).any():
+            raise ValueError("merge_nonmono", "merges of one rank with different non-monotone bits")
+        self._code = (dense.astype(np.int32) << 1) | self.nonmono
+
+    def file_ranks(self, codes: np.ndarray) -> np.ndarray:
+        """The file's rank of each code (int64), -1 where it is NOPAIR or BOUND."""
+        dense = codes >> 1
+        ranks = dense if self.rank_of is None else self.rank_of[np.minimum(dense, len(self.rank_of) - 1)]
+        return np.where(codes >= NOPAIR, -1, ranks)
+
     def codes(self, left: np.ndarray, right: np.ndarray) -> np.ndarray:
-        """Each pair as one int64, (2*rank + non-monotone bit) << 32 | result, or INF where it is no
-        merge. Doubling keeps the order of ranks, and equal ranks (all splits of one token) share
-        the result and so the bit: ordering the codes orders the ranks, one array serves both."""
-        q = (left.astype(np.uint64) << np.uint64(32)) | right.astype(np.uint64)
+        """Each pair's code (int32), NOPAIR where it is no merge."""
+        return self._search((left.astype(np.uint64) << np.uint64(32)) | right.astype(np.uint64))
+
+    def _search(self, q: np.ndarray) -> np.ndarray:
+        """codes() of packed pair keys (u64)."""
         inverse = None
         if len(q) > 4096:
-            # Text repeats pairs: searching the few distinct ones, in order, beats random probes
-            # into a table of a few MB. Runs of one pair ("aaaa", spaces) collapse first, in O(n).
+            # Searching the few distinct keys, in order, beats random probes into a table of a
+            # few MB. Runs of one pair ("aaaa", spaces) collapse first, in O(n).
             head = np.empty(len(q), dtype=bool)
             head[0] = True
             np.not_equal(q[1:], q[:-1], out=head[1:])
             n_runs = int(np.count_nonzero(head))
             if n_runs * 4 < len(q):
-                run = np.cumsum(head) - 1
-                heads = q[head]
-                return self.codes(heads >> np.uint64(32), heads & np.uint64(0xFFFFFFFF))[run]
+                return self._search(q[head])[np.cumsum(head) - 1]
             q, inverse = np.unique(q, return_inverse=True)
+        if self._code is None:
+            self.build_codes()
+        if not self.m:
+            return np.full(len(q) if inverse is None else len(inverse), NOPAIR, dtype=np.int32)
         idx = np.searchsorted(self.keys, q)
         np.minimum(idx, self.m - 1, out=idx)
-        if self._code is None:  # every merge's code, once: a lookup is then one gather
-            self._code = ((self.ranks.astype(np.int64) * 2 + self.nonmono) << 32) | self.results
-        out = np.where(self.keys[idx] == q, self._code[idx], INF)
+        out = np.where(self.keys[idx] == q, self._code[idx], NOPAIR)
         return out if inverse is None else out[inverse]
 
     def byte_pair_codes(self, pair16: np.ndarray, byte_ids: np.ndarray) -> np.ndarray:
@@ -168,7 +214,7 @@ class BatchMerger:
         byte-level BPE. A 64K table per tokenizer is filled as pairs first occur (the few distinct
         ones found without sorting, then searched), so each call is a gather, O(n)."""
         if self._byte_pairs is None:
-            self._byte_pairs = np.full(65536, -1, dtype=np.int64)  # -1: not looked up yet
+            self._byte_pairs = np.full(65536, -1, dtype=np.int32)  # -1: not looked up yet
         got = self._byte_pairs[pair16]
         new = got < 0
         if new.any():
@@ -185,21 +231,28 @@ class BatchMerger:
         """Merge every word; sym holds the words' initial symbols back to back (int64), lengths
         their lengths (all >= 1). Returns (final symbols in word order, final length per word).
 
-        finish(list of symbols) -> merged list, when given, takes over once only a few words are
-        left: a round has a fixed cost of ~20 numpy calls, which a long word's tail of single
-        merges would otherwise pay once per merge. With min_yield > 0 it also takes over as soon as
-        a round merges fewer than 1/min_yield of the live symbols: for a few long words (a 10^6-char
-        piece) the rounds only pay while they merge in bulk ("aaaa", runs of spaces); the rest is
-        the caller's heap merge, O(n log n). raw: the words' bytes (uint8, sym = byte_ids[raw]),
-        when the symbols are single bytes; with byte_ids, their pairs come from byte_pair_codes. With
-        single (bool per symbol), only the symbols marked are bytes, raw[i] their value (premerged
-        characters are not), and only pairs of two of them come from the table."""
+        finish(list of symbols, list of pair ranks) -> merged list, when given, takes over once only
+        a few words are left: a round has a fixed cost of ~20 numpy calls, which a long word's tail
+        of single merges would otherwise pay once per merge. With min_yield > 0 it also takes over
+        as soon as a round merges fewer than 1/min_yield of the live symbols: for a few long words
+        (a 10^6-char piece) the rounds only pay while they merge in bulk ("aaaa", runs of spaces);
+        the rest is the caller's heap merge, O(n log n). raw: the words' bytes (uint8, sym =
+        byte_ids[raw]), when the symbols are single bytes; with byte_ids, their pairs come from
+        byte_pair_codes. With single (bool per symbol), only the symbols marked are bytes, raw[i]
+        their value (premerged characters are not), and only pairs of two of them come from the
+        table.
+
+        The words live back to back in sym and code; code[i] is BOUND at each word's last symbol,
+        so the word boundaries need no array of their own to keep in step."""
+        if self._code is None:
+            self.build_codes()
         n_words = len(lengths)
         sym = np.array(sym, dtype=np.int32)  # merged in place below: never the caller's array
-        wid = np.repeat(np.arange(n_words, dtype=np.int32), lengths)
-        code = np.full(len(sym), INF, dtype=np.int64)  # of the pair (i, i + 1); INF at a word's end
+        ends = np.cumsum(lengths) - 1
+        code = np.full(len(sym), NOPAIR, dtype=np.int32)
         if len(sym) > 1:
-            same = wid[1:] == wid[:-1]
+            same = np.ones(len(sym) - 1, dtype=bool)
+            same[ends[:-1]] = False
             if raw is not None and byte_ids is not None:
                 if single is not None:  # pairs of two byte symbols from the table, the rest searched
                     both = same & single[:-1] & single[1:]
@@ -209,75 +262,79 @@ class BatchMerger:
                 code[:-1][same] = self.byte_pair_codes(((raw[:-1].astype(np.int32) << 8) | raw[1:])[same], byte_ids)
             else:
                 code[:-1][same] = self.codes(sym[:-1][same], sym[1:][same])
-        done_sym, done_wid = [], []
+        code[ends] = BOUND
+        word = np.arange(n_words, dtype=np.int32)  # each live word's index in the input
+        done = []  # (symbols, their words' indices, their lengths) of the words finished
         while len(sym):
-            first = np.empty(len(wid), dtype=bool)
-            first[0] = True
-            np.not_equal(wid[1:], wid[:-1], out=first[1:])
-            starts = np.flatnonzero(first)
+            starts = np.empty(len(ends), dtype=np.int64)
+            starts[0] = 0
+            np.add(ends[:-1], 1, out=starts[1:])
             wmin = np.minimum.reduceat(code, starts)
-            finished = wmin >= INF
+            finished = wmin >= NOPAIR
             n_finished = int(np.count_nonzero(finished))
+            lens = ends - starts + 1
             if n_finished == len(starts):
-                done_sym.append(sym)
-                done_wid.append(wid)
+                done.append((sym, word, lens))
                 break
             if n_finished * 8 >= len(starts):  # worth compacting the finished words away
-                live_sym = np.repeat(~finished, np.diff(starts, append=len(wid)))
-                done_sym.append(sym[~live_sym])
-                done_wid.append(wid[~live_sym])
-                sym, wid, code = sym[live_sym], wid[live_sym], code[live_sym]
-                wmin = wmin[~finished]
-                first = first[live_sym]
-                starts = np.flatnonzero(first)
+                live_sym = np.repeat(~finished, lens)
+                done.append((sym[~live_sym], word[finished], lens[finished]))
+                sym, code = sym[live_sym], code[live_sym]
+                word, wmin, lens = word[~finished], wmin[~finished], lens[~finished]
+                ends = np.cumsum(lens) - 1
+                starts = ends - lens + 1
             elif n_finished:
                 wmin[finished] = -1  # matches no pair: finished words ride along untouched
-            lens = np.diff(starts, append=len(wid))
             if finish is not None and not min_yield and len(starts) <= FINISH_WORDS:
-                self._finish(sym, wid, code, starts, lens, finish, done_sym, done_wid)
+                self._finish(sym, code, word, starts, lens, finish, done)
                 break
             cand = np.flatnonzero(code == np.repeat(wmin, lens))
-            sel = cand[self._keep(cand, code[cand] >> 32, wid)]
+            sel = cand[self._keep(cand, code[cand], ends)]
             if min_yield and len(sel) * min_yield < len(sym):
-                self._finish(sym, wid, code, starts, lens, finish, done_sym, done_wid)
+                self._finish(sym, code, word, starts, lens, finish, done)
                 break
-            sym[sel] = code[sel] & 0xFFFFFFFF
+            sym[sel] = code[sel] >> 1 if self.result_of is None else self.result_of[code[sel] >> 1]
+            at_end = code[sel + 1] == BOUND  # the merged symbol ends its word
             live = np.ones(len(sym), dtype=bool)
             live[sel + 1] = False
-            sym, wid, code = sym[live], wid[live], code[live]
+            sym, code = sym[live], code[live]
             new = sel - np.arange(len(sel))
+            ends = ends - np.searchsorted(sel, ends, side="left")  # (sel + 1 <= end: sel < end)
+            code[new] = np.where(at_end, BOUND, NOPAIR)
             # The merged symbol's pairs with its left and right neighbours are new.
-            p = np.concatenate((new - 1, new))
-            p = p[(p >= 0) & (p < len(sym) - 1)]
-            p = p[wid[p] == wid[p + 1]]
-            code[new] = INF  # a merged symbol at the end of its word has no right pair
+            left = new[new > 0] - 1
+            p = np.concatenate((left[code[left] != BOUND], new[~at_end]))
             if len(p):
                 code[p] = self.codes(sym[p], sym[p + 1])
-        if len(done_sym) == 1:
-            out_sym, out_wid = done_sym[0], done_wid[0]
-        else:
-            out_sym, out_wid = np.concatenate(done_sym), np.concatenate(done_wid)
-            order = np.argsort(out_wid, kind="stable")
-            out_sym, out_wid = out_sym[order], out_wid[order]
-        return out_sym, np.bincount(out_wid, minlength=n_words)
+        if not done:  # (no words)
+            return sym, np.zeros(n_words, dtype=np.int64)
+        out_sym = np.concatenate([d[0] for d in done]) if len(done) > 1 else done[0][0]
+        words = np.concatenate([d[1] for d in done]) if len(done) > 1 else done[0][1]
+        counts = np.concatenate([d[2] for d in done]) if len(done) > 1 else done[0][2]
+        if len(done) > 1:
+            order = np.argsort(np.repeat(words, counts), kind="stable")
+            out_sym = out_sym[order]
+        by_word = np.zeros(n_words, dtype=np.int64)
+        by_word[words] = counts
+        return out_sym, by_word
 
-    @staticmethod
-    def _finish(sym, wid, code, starts, lens, finish, done_sym, done_wid) -> None:
+    def _finish(self, sym, code, word, starts, lens, finish, done) -> None:
         """Hand each live word to finish(symbols, pair ranks), the ranks this round already knows."""
         rows = sym.tolist()
-        ranks = np.where(code >= INF, -1, code >> 33).tolist()
-        for a, n in zip(starts.tolist(), lens.tolist()):
+        ranks = self.file_ranks(code).tolist()
+        for a, n, w in zip(starts.tolist(), lens.tolist(), word.tolist()):
             tail = finish(rows[a:a + n], ranks[a:a + n - 1])
-            done_sym.append(np.array(tail, dtype=np.int32))
-            done_wid.append(np.full(len(tail), wid[a], dtype=np.int32))
+            done.append((np.array(tail, dtype=np.int32), np.array([w], dtype=np.int32),
+                         np.array([len(tail)], dtype=np.int64)))
 
     @staticmethod
-    def _keep(cand: np.ndarray, cand_rank2: np.ndarray, wid: np.ndarray) -> np.ndarray:
-        """Which candidates (positions of each word's lowest-rank pair) merge this round."""
+    def _keep(cand: np.ndarray, cand_code: np.ndarray, ends: np.ndarray) -> np.ndarray:
+        """Which candidates (positions of each word's lowest-rank pair) merge this round; ends:
+        the position of each word's last symbol."""
         k = len(cand)
         if k == 0:
             return np.zeros(0, dtype=bool)
-        odd = cand_rank2 & 1
+        odd = cand_code & 1
         if not odd.any() and not (cand[1:] == cand[:-1] + 1).any():
             return np.ones(k, dtype=bool)  # the usual round: no runs, every merge monotone
         idx = np.arange(k)
@@ -286,9 +343,10 @@ class BatchMerger:
         np.not_equal(cand[1:], cand[:-1] + 1, out=run_start[1:])
         # Overlapping occurrences ("a a a"): every other one from the left of the run.
         even = ((idx - np.maximum.accumulate(np.where(run_start, idx, 0))) & 1) == 0
+        wid = np.searchsorted(ends, cand)  # each candidate's word
         word_first = np.empty(k, dtype=bool)
         word_first[0] = True
-        np.not_equal(wid[cand[1:]], wid[cand[:-1]], out=word_first[1:])
+        np.not_equal(wid[1:], wid[:-1], out=word_first[1:])
         monotone = odd == 0
         return even & (monotone | word_first)
 
