@@ -68,7 +68,20 @@ def merger_for(table, rank_step: int = 1) -> BatchMerger:
     packed = np.array([(a << 32) | b for a, b in keys], dtype="<u8")
     ranks = np.array([table[k][0] * rank_step for k in keys], dtype="<u4")
     results = np.array([table[k][1] for k in keys], dtype="<u4")
+    if table and all(r == res for r, res in table.values()):  # ranks_from_results: one buffer, narrow codes
+        buf = results.tobytes()
+        return BatchMerger(packed.tobytes(), buf, buf)
     return BatchMerger(packed.tobytes(), ranks.tobytes(), results.tobytes())
+
+
+def ranked_by_result(table, rng: random.Random, n_base: int):
+    """The same merges with every id relabelled at random and each merge's rank its new result id,
+    as in tiktoken's tables (merges to one token share its rank); (that table, the base ids)."""
+    n = 1 + max(max(a, b, res) for (a, b), (_, res) in table.items())
+    label = list(range(n))
+    rng.shuffle(label)
+    out = {(label[a], label[b]): (label[res], label[res]) for (a, b), (_, res) in table.items()}
+    return out, label[:n_base]
 
 
 def run_batch(merger, words, finish=None, min_yield=0):
@@ -98,6 +111,26 @@ def test_batch_merge_equals_sequential_bpe(seed):
     expected = [reference_bpe(w, table) for w in words]
     assert run_batch(merger, words) == expected
     # The scalar finish (few words left, or a long word's slow rounds) continues from mid-merge.
+    finish = lambda w, ranks=None: reference_bpe(w, table)  # noqa: E731
+    assert run_batch(merger, words, finish) == expected
+    for w, e in zip(words[:40], expected[:40]):
+        assert run_batch(merger, [w], finish, min_yield=4) == [e]
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_ranks_from_results_merge_alike(seed):
+    """Ranks that are the results (one buffer: narrow int32 codes, the result read from the code)
+    merge like the sequential BPE, runs and non-monotone merges included."""
+    rng = random.Random(100 + seed)
+    table, base = ranked_by_result(random_table(rng, 4, rng.choice([40, 300]), shared_ranks=True), rng, 4)
+    merger = merger_for(table)
+    assert not merger.wide and merger.nonmono.any()
+    words = []
+    for _ in range(400):
+        n = rng.choice([1, 2, 3, 5, 8, 20, 60])
+        words.append([rng.choice(base)] * n if rng.random() < 0.3 else [rng.choice(base) for _ in range(n)])
+    expected = [reference_bpe(w, table) for w in words]
+    assert run_batch(merger, words) == expected
     finish = lambda w, ranks=None: reference_bpe(w, table)  # noqa: E731
     assert run_batch(merger, words, finish) == expected
     for w, e in zip(words[:40], expected[:40]):

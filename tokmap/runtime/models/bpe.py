@@ -526,10 +526,9 @@ class BPE(VocabFile):
         try:
             self._batch.build_codes()
         except ValueError as e:
-            section, message = e.args
-            sid = mtok.SECTION_MERGE_RANKS if section == "merge_ranks" else mtok.SECTION_MERGE_NONMONO
-            raise FormatError(f.path, f"inconsistent file: {message}", section=section,
-                              offset=f.sections[sid][1] if f.has(sid) else None) from None
+            sid = mtok.SECTION_MERGE_RANKS if self._batch.wide else mtok.SECTION_MERGE_RESULTS
+            raise FormatError(f.path, f"inconsistent file: {e}", section=mtok.section_name(sid),
+                              offset=f.sections[sid][1]) from None
         self._byte_ids_np = np.array(self.byte_ids, dtype=np.int64)
         if f.has(mtok.SECTION_ATOMIC_CHARS):  # optional: older files build characters byte by byte
             self._atomic = np.frombuffer(f.view(mtok.SECTION_ATOMIC_CHARS, mtok.U64), dtype="<u8")

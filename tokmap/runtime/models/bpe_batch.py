@@ -30,8 +30,9 @@ from __future__ import annotations
 import numpy as np
 
 INF = np.int64(1 << 62)  # (nonmono_bitmap: no merge uses the id)
-NOPAIR = (1 << 31) - 2  # the code of a pair that is no merge
+NOPAIR = (1 << 31) - 2  # the code of a pair that is no merge (narrow codes; wide: WIDE_NOPAIR)
 BOUND = (1 << 31) - 1  # the code after a word's last symbol (no pair)
+WIDE_NOPAIR, WIDE_BOUND = (1 << 62) - 2, (1 << 62) - 1
 FINISH_WORDS = 8  # live words at or below which the caller's scalar merge finishes them
 HASH_MIX = 0x9E3779B97F4A7C15  # odd multipliers that spread a word's key into the high 32 bits
 HASH_MIX2 = 0xBF58476D1CE4E5B9
@@ -130,61 +131,82 @@ class BatchMerger:
     """Views of one tokenizer's merge table (sorted u64 keys, u32 ranks and results) plus each
     merge's non-monotone bit: the file's bitmap when it has one, else computed here.
 
-    A pair's *code* is one int32, 2 * rank + non-monotone bit, with the rank renumbered densely
-    when the file's ranks are sparse; NOPAIR where the pair is no merge, BOUND after a word's last
-    symbol. Ordering codes orders ranks, and equal ranks (tiktoken's all splits of one token) share
-    their result and so their bit: one small array serves the minimum, the tie test and the result
-    (result_of[code >> 1]). int32, not int64: every round moves these arrays, and the bytes count."""
+    A pair's *code* orders it by rank and gives its result. Narrow (int32), when the ranks are the
+    results (the model's ranks_from_results: tiktoken's tables and most byte-level tokenizer.json
+    ones): 2 * result + non-monotone bit. Wide (int64), otherwise: (2 * rank + bit) << 32 | result,
+    with the ranks renumbered densely when they are sparse. Above every code: nopair, a pair that
+    is no merge, and bound, after a word's last symbol. Equal ranks (tiktoken's all splits of one
+    token) share their result and so their code: the minimum and the leftmost tie come from one
+    array. Narrow where it can be: every round moves these arrays, and the bytes count."""
 
     def __init__(self, keys, ranks, results, nonmono=None):
-        self._ranks_are_results = ranks is results  # (the model's ranks_from_results)
+        self.wide = ranks is not results
         self.keys = np.frombuffer(keys, dtype="<u8")
         self.ranks = np.frombuffer(ranks, dtype="<u4")
         self.results = np.frombuffer(results, dtype="<u4")
         self.m = len(self.keys)
         if nonmono is None:  # files written before the bitmap existed
             nonmono = nonmono_bitmap(self.keys, self.ranks, self.results)
-        self._byte_pairs = self._code = self.result_of = self.rank_of = None
+        self._byte_pairs = self._code = self.rank_of = None
         self.nonmono = np.unpackbits(np.frombuffer(nonmono, dtype=np.uint8), count=self.m, bitorder="little")
+        self.dtype = np.int64 if self.wide else np.int32
+        self.nopair, self.bound = (WIDE_NOPAIR, WIDE_BOUND) if self.wide else (NOPAIR, BOUND)
+        self.shift = 32 if self.wide else 0  # code >> shift: 2 * rank + bit
 
     def build_codes(self) -> None:
-        """Every merge's code, its result by code >> 1 (result_of; None when the ranks are the
-        results, as the exporter writes tiktoken's and most tokenizer.json tables: then the result
-        is code >> 1 itself) and, when the file's ranks were renumbered, rank_of. Raises
-        ValueError(section name, message) when two merges of one rank have different results or
-        non-monotone bits: a damaged table, which no code could order."""
-        if self._ranks_are_results:
-            dense, self.rank_of = self.results, None
-            n = int(dense.max()) + 1 if self.m else 0
-        else:
-            r = self.ranks.astype(np.int64)
-            if self.m and int(r.max()) >= 4 * self.m + 1024:  # sparse ranks: renumber them densely
-                self.rank_of, dense = np.unique(r, return_inverse=True)
+        """Every merge's code (and rank_of, when the file's ranks were renumbered). Raises
+        ValueError(message) when two merges of one rank have different results: a damaged table,
+        which no code could order (the sequential merge would take the leftmost of them)."""
+        if self.wide:
+            top = int(self.ranks.max()) if self.m else 0
+            if top >= 4 * self.m + 1024:  # sparse ranks: renumbered densely
+                self.rank_of, dense = np.unique(self.ranks, return_inverse=True)
+                dense, n = dense.astype(np.int64), len(self.rank_of)
             else:
-                self.rank_of, dense = None, r
-            n = int(dense.max()) + 1 if self.m else 0
-        if n >= 1 << 30:
-            raise ValueError("merge_ranks", "more than 2^30 merge ranks")
-        dense = dense.astype(np.intp)
-        if not self._ranks_are_results:
-            self.result_of = np.zeros(n, dtype=np.int32)
-            self.result_of[dense] = self.results
-            if (self.result_of[dense] != self.results).any():
-                raise ValueError("merge_ranks", "merges of one rank with different results")
-        bit = np.zeros(n, dtype=np.uint8)
-        bit[dense] = self.nonmono
-        if (bit[dense] != self.nonmono).any():
-            raise ValueError("merge_nonmono", "merges of one rank with different non-monotone bits")
-        self._code = (dense.astype(np.int32) << 1) | self.nonmono
+                dense, n = self.ranks.astype(np.int64), top + 1
+            if n >= 1 << 29:
+                raise ValueError("more than 2^29 distinct merge ranks")
+            seen = np.zeros(n, dtype=bool)
+            seen[dense] = True
+            shared = int(np.count_nonzero(seen)) < self.m
+            if shared:
+                result_of = np.zeros(n, dtype=np.uint32)
+                result_of[dense] = self.results
+                if (result_of[dense] != self.results).any():
+                    raise ValueError("merges of one rank with different results")
+        else:
+            dense, n, shared = self.results, int(self.results.max()) + 1 if self.m else 0, True
+            if n >= 1 << 30:
+                raise ValueError("a merge result id above 2^30")
+        bits = self.nonmono
+        if shared and bits.any():
+            # Merges of one rank share a code, so the bit is set when any of them has it: a bit
+            # set too often only stops a round from taking further occurrences, never exactness.
+            by_rank = np.zeros(n, dtype=np.uint8)
+            by_rank[dense[bits.astype(bool)]] = 1
+            bits = by_rank[dense]
+        # In place from here: a second array of m int64 would cost its fresh pages (Gemma 3: 4 MB).
+        code = dense if self.wide else dense.astype(np.int32)  # (wide: dense is this call's own)
+        code <<= 1
+        code |= bits
+        if self.wide:
+            code <<= 32
+            code |= self.results
+        self._code = code
+
+    def result(self, codes: np.ndarray) -> np.ndarray:
+        """The merged token of each code (not nopair or bound)."""
+        return codes & 0xFFFFFFFF if self.wide else codes >> 1
 
     def file_ranks(self, codes: np.ndarray) -> np.ndarray:
-        """The file's rank of each code (int64), -1 where it is NOPAIR or BOUND."""
-        dense = codes >> 1
-        ranks = dense if self.rank_of is None else self.rank_of[np.minimum(dense, len(self.rank_of) - 1)]
-        return np.where(codes >= NOPAIR, -1, ranks)
+        """The file's rank of each code (int64), -1 where it is nopair or bound."""
+        dense = (codes >> (self.shift + 1)).astype(np.int64)
+        if self.rank_of is not None:
+            dense = self.rank_of[np.minimum(dense, len(self.rank_of) - 1)].astype(np.int64)
+        return np.where(codes >= self.nopair, -1, dense)
 
     def codes(self, left: np.ndarray, right: np.ndarray) -> np.ndarray:
-        """Each pair's code (int32), NOPAIR where it is no merge."""
+        """Each pair's code, nopair where it is no merge."""
         return self._search((left.astype(np.uint64) << np.uint64(32)) | right.astype(np.uint64))
 
     def _search(self, q: np.ndarray) -> np.ndarray:
@@ -203,10 +225,10 @@ class BatchMerger:
         if self._code is None:
             self.build_codes()
         if not self.m:
-            return np.full(len(q) if inverse is None else len(inverse), NOPAIR, dtype=np.int32)
+            return np.full(len(q) if inverse is None else len(inverse), self.nopair, dtype=self.dtype)
         idx = np.searchsorted(self.keys, q)
         np.minimum(idx, self.m - 1, out=idx)
-        out = np.where(self.keys[idx] == q, self._code[idx], NOPAIR)
+        out = np.where(self.keys[idx] == q, self._code[idx], self.nopair)
         return out if inverse is None else out[inverse]
 
     def byte_pair_codes(self, pair16: np.ndarray, byte_ids: np.ndarray) -> np.ndarray:
@@ -214,7 +236,7 @@ class BatchMerger:
         byte-level BPE. A 64K table per tokenizer is filled as pairs first occur (the few distinct
         ones found without sorting, then searched), so each call is a gather, O(n)."""
         if self._byte_pairs is None:
-            self._byte_pairs = np.full(65536, -1, dtype=np.int32)  # -1: not looked up yet
+            self._byte_pairs = np.full(65536, -1, dtype=self.dtype)  # -1: not looked up yet
         got = self._byte_pairs[pair16]
         new = got < 0
         if new.any():
@@ -242,14 +264,15 @@ class BatchMerger:
         their value (premerged characters are not), and only pairs of two of them come from the
         table.
 
-        The words live back to back in sym and code; code[i] is BOUND at each word's last symbol,
+        The words live back to back in sym and code; code[i] is bound at each word's last symbol,
         so the word boundaries need no array of their own to keep in step."""
         if self._code is None:
             self.build_codes()
         n_words = len(lengths)
         sym = np.array(sym, dtype=np.int32)  # merged in place below: never the caller's array
         ends = np.cumsum(lengths) - 1
-        code = np.full(len(sym), NOPAIR, dtype=np.int32)
+        nopair, bound = self.nopair, self.bound
+        code = np.full(len(sym), nopair, dtype=self.dtype)
         if len(sym) > 1:
             same = np.ones(len(sym) - 1, dtype=bool)
             same[ends[:-1]] = False
@@ -262,7 +285,7 @@ class BatchMerger:
                 code[:-1][same] = self.byte_pair_codes(((raw[:-1].astype(np.int32) << 8) | raw[1:])[same], byte_ids)
             else:
                 code[:-1][same] = self.codes(sym[:-1][same], sym[1:][same])
-        code[ends] = BOUND
+        code[ends] = bound
         word = np.arange(n_words, dtype=np.int32)  # each live word's index in the input
         done = []  # (symbols, their words' indices, their lengths) of the words finished
         while len(sym):
@@ -270,7 +293,7 @@ class BatchMerger:
             starts[0] = 0
             np.add(ends[:-1], 1, out=starts[1:])
             wmin = np.minimum.reduceat(code, starts)
-            finished = wmin >= NOPAIR
+            finished = wmin >= nopair
             n_finished = int(np.count_nonzero(finished))
             lens = ends - starts + 1
             if n_finished == len(starts):
@@ -289,21 +312,21 @@ class BatchMerger:
                 self._finish(sym, code, word, starts, lens, finish, done)
                 break
             cand = np.flatnonzero(code == np.repeat(wmin, lens))
-            sel = cand[self._keep(cand, code[cand], ends)]
+            sel = cand[self._keep(cand, code[cand] >> self.shift, ends)]
             if min_yield and len(sel) * min_yield < len(sym):
                 self._finish(sym, code, word, starts, lens, finish, done)
                 break
-            sym[sel] = code[sel] >> 1 if self.result_of is None else self.result_of[code[sel] >> 1]
-            at_end = code[sel + 1] == BOUND  # the merged symbol ends its word
+            sym[sel] = self.result(code[sel])
+            at_end = code[sel + 1] == bound  # the merged symbol ends its word
             live = np.ones(len(sym), dtype=bool)
             live[sel + 1] = False
             sym, code = sym[live], code[live]
             new = sel - np.arange(len(sel))
             ends = ends - np.searchsorted(sel, ends, side="left")  # (sel + 1 <= end: sel < end)
-            code[new] = np.where(at_end, BOUND, NOPAIR)
+            code[new] = np.where(at_end, bound, nopair)
             # The merged symbol's pairs with its left and right neighbours are new.
             left = new[new > 0] - 1
-            p = np.concatenate((left[code[left] != BOUND], new[~at_end]))
+            p = np.concatenate((left[code[left] != bound], new[~at_end]))
             if len(p):
                 code[p] = self.codes(sym[p], sym[p + 1])
         if not done:  # (no words)
@@ -328,13 +351,13 @@ class BatchMerger:
                          np.array([len(tail)], dtype=np.int64)))
 
     @staticmethod
-    def _keep(cand: np.ndarray, cand_code: np.ndarray, ends: np.ndarray) -> np.ndarray:
-        """Which candidates (positions of each word's lowest-rank pair) merge this round; ends:
-        the position of each word's last symbol."""
+    def _keep(cand: np.ndarray, cand_rank2: np.ndarray, ends: np.ndarray) -> np.ndarray:
+        """Which candidates (positions of each word's lowest-rank pair, 2 * rank + bit each) merge
+        this round; ends: the position of each word's last symbol."""
         k = len(cand)
         if k == 0:
             return np.zeros(0, dtype=bool)
-        odd = cand_code & 1
+        odd = cand_rank2 & 1
         if not odd.any() and not (cand[1:] == cand[:-1] + 1).any():
             return np.ones(k, dtype=bool)  # the usual round: no runs, every merge monotone
         idx = np.arange(k)
