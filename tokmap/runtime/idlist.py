@@ -28,4 +28,6 @@ class IdLists:
             if len(ids) < self.size and not self.eager:
                 return ids.tolist()
             objs = self._objs = np.arange(self.size, dtype=np.int64).astype(object)
-        return objs[ids].tolist()
+        # np.take, not objs[ids]: indexing converts a uint32 index array to intp first (600K ids:
+        # 12 against 16 ms with the tolist).
+        return np.take(objs, ids).tolist()
