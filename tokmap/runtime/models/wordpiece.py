@@ -83,30 +83,34 @@ class WordPiece(VocabFile):
         return self.lookup(text.encode("utf-8", "surrogatepass"))
 
     def _split(self, text: str):
-        """[(id, start_char, end_char)] or None when some position has no token."""
+        """(ids, [(start_char, end_char)]) or None when some position has no token. The candidates
+        at a position are the prefixes of one string (the rest of the text, after the prefix past
+        the start), sliced from it longest first: one slice a lookup, no concatenation."""
         n = len(text)
         if n > self.max_chars:
             return None
-        out, start, get, prefix = [], 0, self.find, self.prefix
+        ids, spans, get, prefix = [], [], self.find, self.prefix
+        start, rest, base = 0, text, 0  # rest[:base] is the prefix, rest[base:] the text from start
         while start < n:
-            end = n
-            while start < end:
-                i = get(prefix + text[start:end] if start else text[start:end])
+            k = len(rest)
+            while k > base:
+                i = get(rest[:k])
                 if i is not None:
-                    out.append((i, start, end))
                     break
-                end -= 1
+                k -= 1
             else:
                 return None
-            start = end
-        return out
+            end = start + k - base
+            ids.append(i)
+            spans.append((start, end))
+            start, rest, base = end, prefix + text[end:], len(prefix)
+        return ids, spans
 
     def _encode(self, text: str):
         hit = self.cache.get(text)
         if hit is None:
-            toks = self._split(text)
-            hit = ((self.unk_id,), ((0, len(text)),)) if toks is None else \
-                (tuple(t[0] for t in toks), tuple((t[1], t[2]) for t in toks))
+            got = self._split(text)
+            hit = ((self.unk_id,), ((0, len(text)),)) if got is None else (tuple(got[0]), tuple(got[1]))
             if len(text) <= 64:
                 self.cache[text] = hit
         return hit
