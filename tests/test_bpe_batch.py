@@ -101,16 +101,23 @@ def test_batch_merge_equals_sequential_bpe(seed):
     table = random_table(rng, n_base, rng.choice([5, 40, 300]), shared_ranks=seed % 2 == 0)
     merger = merger_for(table)
     assert merger.nonmono.any() or len(table) < 10  # the tables do exercise non-monotone merges
+    check_merges(merger, table, random_words(rng, list(range(n_base))))
+
+
+def random_words(rng: random.Random, base: list[int]) -> list[list[int]]:
+    """400 words over the base ids, 30% of them runs of one symbol (overlapping occurrences)."""
     words = []
     for _ in range(400):
         n = rng.choice([1, 2, 3, 5, 8, 20, 60])
-        if rng.random() < 0.3:  # runs of one symbol: overlapping occurrences of one pair
-            words.append([rng.randrange(n_base)] * n)
-        else:
-            words.append([rng.randrange(n_base) for _ in range(n)])
+        words.append([rng.choice(base)] * n if rng.random() < 0.3 else [rng.choice(base) for _ in range(n)])
+    return words
+
+
+def check_merges(merger, table, words) -> None:
+    """The batch merge equals the sequential one, alone, with the scalar finish (few words left, or
+    a long word's slow rounds: it continues from mid-merge) and with min_yield."""
     expected = [reference_bpe(w, table) for w in words]
     assert run_batch(merger, words) == expected
-    # The scalar finish (few words left, or a long word's slow rounds) continues from mid-merge.
     finish = lambda w, ranks=None: reference_bpe(w, table)  # noqa: E731
     assert run_batch(merger, words, finish) == expected
     for w, e in zip(words[:40], expected[:40]):
@@ -125,16 +132,7 @@ def test_ranks_from_results_merge_alike(seed):
     table, base = ranked_by_result(random_table(rng, 4, rng.choice([40, 300]), shared_ranks=True), rng, 4)
     merger = merger_for(table)
     assert not merger.wide and merger.nonmono.any()
-    words = []
-    for _ in range(400):
-        n = rng.choice([1, 2, 3, 5, 8, 20, 60])
-        words.append([rng.choice(base)] * n if rng.random() < 0.3 else [rng.choice(base) for _ in range(n)])
-    expected = [reference_bpe(w, table) for w in words]
-    assert run_batch(merger, words) == expected
-    finish = lambda w, ranks=None: reference_bpe(w, table)  # noqa: E731
-    assert run_batch(merger, words, finish) == expected
-    for w, e in zip(words[:40], expected[:40]):
-        assert run_batch(merger, [w], finish, min_yield=4) == [e]
+    check_merges(merger, table, random_words(rng, base))
 
 
 @pytest.mark.parametrize("seed", range(4))
