@@ -151,6 +151,43 @@ def _chunks(tok):
     return chunks
 
 
+@pytest.mark.parametrize("seed", range(4))
+def test_ascii_chunks_through_bytes(minilm, seed, monkeypatch):
+    """ASCII chunks take bytes.translate + bytes.replace (fastpath.ascii_plan) instead of the memo:
+    the same words for every ASCII char (controls the tables delete, punctuation they isolate,
+    upper case they lower), a chunk holding the first separator candidates, and documents mixing
+    ASCII and other chunks equal tokenizers'."""
+    ref, _ = minilm
+    chunks_obj = _chunks(minilm[1])
+    chunks_obj._find_chars()
+    plan = fastpath.ascii_plan(chunks_obj.memo)
+    assert plan is not None and len(plan[2]) == 32  # BERT isolates the 32 ASCII punctuation chars
+    rng = random.Random(seed)
+    alphabet = [chr(c) for c in range(128) if chr(c) not in fastpath.SPLIT_SPACE]
+    sep = chunks_obj.seps[0]
+    for _ in range(100):
+        chunks = ["".join(rng.choice(alphabet) for _ in range(rng.randrange(1, 12))) for _ in range(rng.randrange(1, 40))]
+        chunks.append(plan[3][:3])  # the first candidates taken: another one separates
+        got = fastpath.ascii_words(chunks, plan)
+        if got is None:  # every candidate present: the caller takes the memo
+            assert all(c in "".join(chunks) for c in plan[3])
+            continue
+        words, by = got
+        assert by not in "".join(chunks)
+        assert [sep if w == by else w for w in words] == \
+            list(filter(None, f" {sep} ".join(chunks).translate(chunks_obj.memo).split(" ")))
+    calls = []
+    real = fastpath.ascii_words
+    monkeypatch.setattr(fastpath, "ascii_words", lambda c, p: calls.append(len(c)) or real(c, p))
+    tok = tokmap.load(minilm[1].path)
+    words = ["".join(rng.choice(alphabet) for _ in range(rng.randrange(1, 9))) for _ in range(4000)]
+    words += rng.sample(PIECES, 10) * 50
+    rng.shuffle(words)
+    text = " ".join(words)
+    assert tok.encode(text) == ref.encode(text).ids
+    assert calls and sum(calls) > 1000
+
+
 def test_split_space_is_what_str_split_cuts_at():
     assert fastpath.SPLIT_SPACE == "".join(c for c in map(chr, range(0x110000)) if c.split() == [])
 

@@ -159,12 +159,14 @@ class Chunks:
     char that the table keeps as a word of its own, their words are cut back apart where it
     stands (the first of a few candidates that the stretch does not hold). A stretch holding all
     of them, or a char str.split cuts at that the table deletes or keeps (BERT drops the
-    \\x1c-\\x1f controls: "a\\x1cb" is one word), takes the word path."""
+    \\x1c-\\x1f controls: "a\\x1cb" is one word), takes the word path. ASCII chunks go through
+    bytes operations equal to the table (ascii_plan) where it allows them."""
 
     def __init__(self, memo, stretch_words, enc, word_parts):
         self.memo, self.stretch_words, self.enc, self.word_parts = memo, stretch_words, enc, word_parts
         self.bad = self.seps = None  # found on the first long stretch (memo lookups: ~0.3 ms)
         self.cache: dict[str, tuple[int, ...]] = {}
+        self.plan = None  # ascii_plan(memo), on the first batch: False where it cannot serve
 
     def _find_chars(self) -> None:
         """bad: the chars str.split cuts at that the table does not make delimiters only; seps:
@@ -228,7 +230,23 @@ class Chunks:
         return tuple(self.enc(self.stretch_words(chunk)))
 
     def _fill_batch(self, chunks: list[str], sep: str) -> list[tuple[int, ...]]:
+        if self.plan is None:
+            self.plan = ascii_plan(self.memo) or False
+        if self.plan:
+            ascii_ = list(map(str.isascii, chunks))
+            if all(ascii_):
+                got = ascii_words(chunks, self.plan)
+                if got is not None:
+                    return self._chunk_ids(*got, chunks)
+            elif any(ascii_):  # the ASCII chunks through bytes, the others through the memo
+                got = iter(self._fill_batch(list(compress(chunks, ascii_)), sep))
+                other = iter(self._fill_batch([c for c, a in zip(chunks, ascii_) if not a], sep))
+                return [next(got) if a else next(other) for a in ascii_]
         words = list(filter(None, f" {sep} ".join(chunks).translate(self.memo).split(" ")))
+        return self._chunk_ids(words, sep, chunks)
+
+    def _chunk_ids(self, words: list[str], sep: str, chunks: list[str]) -> list[tuple[int, ...]]:
+        """Each chunk's ids from the words of the chunks joined by sep (sep a word of its own)."""
         at = list(compress(range(len(words)), map(sep.__eq__, words)))  # the separators
         if len(at) != len(chunks) - 1:  # (a char the table turned into the separator: one by one)
             return list(map(self._alone, chunks))
@@ -242,3 +260,57 @@ class Chunks:
         for k in compress(range(len(out)), map((1).__ne__, map(sub, ends, starts))):
             out[k] = tuple(chain.from_iterable(parts[starts[k]:ends[k]]))
         return out
+
+
+def ascii_plan(memo):
+    """What a ChainMemo does to ASCII text, as bytes operations: (256-byte translate table, bytes
+    to delete, [(byte, bytes it becomes)], the control chars ascii_words may take as separator),
+    or None when that cannot be exact. str.translate through the memo costs ~45 ns a char (a dict
+    lookup each; BERT on pride.txt's new chunks: 6-7 ms); bytes.translate and one bytes.replace
+    per expanding char present cost a few hundredths of that. Exact when every ASCII char becomes
+    ASCII and no output char is itself an expanding char (other than the one expanding: BERT's
+    "," -> " , "), since the replacements run on the translated bytes, where the memo's outputs
+    are final."""
+    from .bert import NeedsContext
+
+    table, delete, expand = bytearray(range(256)), bytearray(), []
+    try:
+        values = [memo[c] for c in range(128)]
+    except NeedsContext:
+        return None
+    values = [chr(v) if isinstance(v, int) else v for v in values]
+    if not all(v.isascii() for v in values):
+        return None
+    keys = {c for c, v in enumerate(values) if len(v) > 1}
+    for c, v in enumerate(values):
+        if not v:
+            delete.append(c)
+        elif len(v) == 1:
+            if ord(v) in keys:
+                return None
+            table[c] = ord(v)
+        else:
+            if any(ord(x) in keys and ord(x) != c for x in v):
+                return None
+            expand.append((bytes([c]), v.encode("ascii")))
+    seps = "".join(chr(c) for c in range(1, 32) if c not in keys and chr(c) not in SPLIT_SPACE)
+    return bytes(table), bytes(delete), expand, seps
+
+
+def ascii_words(chunks: list[str], plan):
+    """(the words of the ASCII chunks joined by a separator, as the memo would make them; that
+    separator: a control char none of the chunks holds, mapped to itself), or None when they hold
+    every candidate."""
+    table, delete, expand, seps = plan
+    joined = " ".join(chunks)
+    sep = next((c for c in seps if c not in joined), None)
+    if sep is None:
+        return None
+    b = ord(sep)
+    t = bytearray(table)
+    t[b] = b
+    data = f" {sep} ".join(chunks).encode("ascii").translate(t, delete.replace(bytes([b]), b""))
+    for key, rep in expand:
+        if key in data:
+            data = data.replace(key, rep)
+    return list(filter(None, data.decode("ascii").split(" "))), sep
