@@ -353,26 +353,26 @@ class BatchMerger:
     @staticmethod
     def _keep(cand: np.ndarray, cand_rank2: np.ndarray, ends: np.ndarray) -> np.ndarray:
         """Which candidates (positions of each word's lowest-rank pair, 2 * rank + bit each) merge
-        this round; ends: the position of each word's last symbol."""
+        this round; ends: the position of each word's last symbol. Each rule costs only where it
+        applies: runs where candidates are adjacent, the word test at non-monotone candidates."""
         k = len(cand)
-        if k == 0:
-            return np.zeros(0, dtype=bool)
-        odd = cand_rank2 & 1
-        if not odd.any() and not (cand[1:] == cand[:-1] + 1).any():
-            return np.ones(k, dtype=bool)  # the usual round: no runs, every merge monotone
-        idx = np.arange(k)
-        run_start = np.empty(k, dtype=bool)
-        run_start[0] = True
-        np.not_equal(cand[1:], cand[:-1] + 1, out=run_start[1:])
-        # Overlapping occurrences ("a a a"): every other one from the left of the run.
-        even = ((idx - np.maximum.accumulate(np.where(run_start, idx, 0))) & 1) == 0
-        wid = np.searchsorted(ends, cand)  # each candidate's word
-        word_first = np.empty(k, dtype=bool)
-        word_first[0] = True
-        np.not_equal(wid[1:], wid[:-1], out=word_first[1:])
-        monotone = odd == 0
-        return even & (monotone | word_first)
-
+        keep = np.ones(k, dtype=bool)
+        if k < 2:
+            return keep
+        adjacent = cand[1:] == cand[:-1] + 1
+        if adjacent.any():
+            # Overlapping occurrences ("a a a"): every other one from the left of the run.
+            idx = np.arange(k)
+            run_start = np.empty(k, dtype=bool)
+            run_start[0] = True
+            np.logical_not(adjacent, out=run_start[1:])
+            keep = ((idx - np.maximum.accumulate(np.where(run_start, idx, 0))) & 1) == 0
+        odd = np.flatnonzero(cand_rank2 & 1)
+        if len(odd):  # a non-monotone merge: only its word's first occurrence
+            odd = odd[odd > 0]
+            same_word = np.searchsorted(ends, cand[odd]) == np.searchsorted(ends, cand[odd - 1])
+            keep[odd[same_word]] = False
+        return keep
 
 def bmp_index(table: np.ndarray) -> np.ndarray:
     """The atomic_chars entries of BMP code points by code point (0 where none), for premerge_chars:
