@@ -301,8 +301,9 @@ class BatchMerger:
                 break
             if n_finished * 8 >= len(starts):  # worth compacting the finished words away
                 live_sym = np.repeat(~finished, lens)
-                done.append((sym[~live_sym], word[finished], lens[finished]))
-                sym, code = sym[live_sym], code[live_sym]
+                done.append((sym.take(np.flatnonzero(~live_sym)), word[finished], lens[finished]))
+                keep = np.flatnonzero(live_sym)  # (indices + take: twice as fast as two mask copies)
+                sym, code = sym.take(keep), code.take(keep)
                 word, wmin, lens = word[~finished], wmin[~finished], lens[~finished]
                 ends = np.cumsum(lens) - 1
                 starts = ends - lens + 1
@@ -320,7 +321,8 @@ class BatchMerger:
             at_end = code[sel + 1] == bound  # the merged symbol ends its word
             live = np.ones(len(sym), dtype=bool)
             live[sel + 1] = False
-            sym, code = sym[live], code[live]
+            keep = np.flatnonzero(live)
+            sym, code = sym.take(keep), code.take(keep)
             new = sel - np.arange(len(sel))
             ends = ends - np.searchsorted(sel, ends, side="left")  # (sel + 1 <= end: sel < end)
             code[new] = np.where(at_end, bound, nopair)
