@@ -61,7 +61,7 @@ class BPE(VocabFile):
         self._long = LongPieces()  # the pieces longer than CACHE_PIECE in piece_cache
         self._f = f
         self._batch = None  # BatchMerger, built on the first large miss set
-        self._byte_ids_np = None
+        self._byte_ids_np = self._byte_ids_u32 = None
         self._unreached = None  # ids of tokens merging does not reach (see _merge_words)
         self._unreached_bytes = None  # ... their bytes, for files without a piece_hash section
         self._piece_hash = None  # (piece_hash table, token bytes, offsets) as numpy, once batching starts
@@ -398,8 +398,10 @@ class BPE(VocabFile):
             miss = found < 0
         n_miss = int(np.count_nonzero(miss))
         if n_miss:
-            mraw, mlen = (raw, lengths) if n_miss == n else (raw[np.repeat(miss, lengths)], lengths[miss])
-            sym = self._byte_ids_np[mraw]
+            # (positions + take, not a boolean mask: twice as fast here, as is a uint32 table's take)
+            mraw, mlen = (raw, lengths) if n_miss == n else (raw.take(np.flatnonzero(np.repeat(miss, lengths))),
+                                                             lengths[miss])
+            sym = self._byte_ids_u32.take(mraw)
             if (sym == mtok.NO_ID).any():
                 return None
             single = None
@@ -469,7 +471,7 @@ class BPE(VocabFile):
 
         lengths = ends - starts
         craw = raw[np.repeat(starts - (np.cumsum(lengths) - lengths), lengths) + np.arange(int(lengths.sum()))]
-        sym = self._byte_ids_np[craw]
+        sym = self._byte_ids_u32.take(craw)
         if (sym == mtok.NO_ID).any():
             return None
         single, mlen = None, lengths
@@ -530,6 +532,7 @@ class BPE(VocabFile):
             raise FormatError(f.path, f"inconsistent file: {e}", section=mtok.section_name(sid),
                               offset=f.sections[sid][1]) from None
         self._byte_ids_np = np.array(self.byte_ids, dtype=np.int64)
+        self._byte_ids_u32 = self._byte_ids_np.astype(np.uint32)  # (a byte's symbol: NO_ID stays NO_ID)
         if f.has(mtok.SECTION_ATOMIC_CHARS):  # optional: older files build characters byte by byte
             self._atomic = np.frombuffer(f.view(mtok.SECTION_ATOMIC_CHARS, mtok.U64), dtype="<u8")
             if len(self._atomic) and int((self._atomic & np.uint64(0xFFFFFFFF)).max()) >= len(self.off) - 1:
