@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import numpy as np
 
-INF = np.int64(1 << 62)  # (nonmono_bitmap: no merge uses the id)
+INF = np.int64(1 << 62)  # nonmono_bitmap's "no merge takes this id"
 NOPAIR = (1 << 31) - 2  # the code of a pair that is no merge (narrow codes; wide: WIDE_NOPAIR)
 BOUND = (1 << 31) - 1  # the code after a word's last symbol (no pair)
 WIDE_NOPAIR, WIDE_BOUND = (1 << 62) - 2, (1 << 62) - 1
@@ -250,8 +250,8 @@ class BatchMerger:
     def merge(self, sym: np.ndarray, lengths: np.ndarray, finish=None, min_yield: int = 0,
               raw: np.ndarray | None = None, single: np.ndarray | None = None,
               byte_ids: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
-        """Merge every word; sym holds the words' initial symbols back to back (int64), lengths
-        their lengths (all >= 1). Returns (final symbols in word order, final length per word).
+        """Merge every word; sym holds the words' initial symbols back to back (ids, any integer
+        dtype), lengths their lengths (all >= 1). Returns (final symbols in word order, final length per word).
 
         finish(list of symbols, list of pair ranks) -> merged list, when given, takes over once only
         a few words are left: a round has a fixed cost of ~20 numpy calls, which a long word's tail
