@@ -168,7 +168,6 @@ class _Worker:
         self.ready = False
         self.jobs: deque[int] = deque()  # output indexes of the chunks sent, oldest first
         self.outbox: deque[memoryview] = deque()  # job bytes the pipe has not taken yet
-        self.buf = bytearray()  # results are read into it (_recv's reuse)
 
     def flush(self) -> bool:
         """Write what the pipe takes now; True when the outbox is empty."""
@@ -248,7 +247,7 @@ class WorkerPool:
                         if w.flush():
                             sel.unregister(w.wfd)
                         continue
-                    frame = _recv(w.rfd, None if as_array else w)
+                    frame = _recv(w.rfd)
                     if frame is None:
                         raise w.died()
                     kind, job, count, payload = frame
@@ -372,30 +371,19 @@ def _write_all(fd: int, mv: memoryview) -> None:
         mv = mv[os.write(fd, mv):]
 
 
-def _recv(fd: int, reuse=None):
-    """The next frame, or None at the end of the stream. With reuse (an object with a bytearray
-    `buf`), the payload is read into that buffer, grown as needed, and comes as a memoryview of
-    it, valid until the next such call: the caller's results are unpacked into lists at once, and
-    a fresh multi-MB buffer per result costs its page faults (on the caller's, so the workers',
-    cores)."""
+def _recv(fd: int):
     head = _read_exact(fd, _FRAME.size)
     if head is None:
         return None
     kind, job, count, n = _FRAME.unpack(head)
-    if reuse is not None:
-        if len(reuse.buf) < n:
-            reuse.buf = bytearray(max(n, 2 * len(reuse.buf)))
-        payload = _read_exact(fd, n, memoryview(reuse.buf)[:n])
-    else:
-        payload = _read_exact(fd, n)
+    payload = _read_exact(fd, n)
     if payload is None:
         return None
     return kind, job, count, payload
 
 
-def _read_exact(fd: int, n: int, into: memoryview | None = None):
-    """n bytes from fd: into `into` (returned) when given, else a new bytearray; None at EOF."""
-    buf = bytearray(n) if into is None else into
+def _read_exact(fd: int, n: int):
+    buf = bytearray(n)
     mv, got = memoryview(buf), 0
     while got < n:
         k = os.readv(fd, [mv[got:]])
