@@ -124,7 +124,7 @@ def _run(pipe, stretch_words, enc, whole=None, stretch_ids=None):
                 elif len(words) == 1:  # (extend's list/tuple fast path: Gemma 3's long lines)
                     ids.extend(next(parts))
                 elif words:
-                    ids.extend(chain.from_iterable(islice(parts, len(words))))
+                    any(map(ids.extend, islice(parts, len(words))))  # (models.concat's idiom)
             return ids
         if len(spans) == 1 and spans[0][0] is None and text:  # one stretch: its ids as they come
             got = stretch_ids(src)
@@ -196,10 +196,10 @@ class Chunks:
             return []
         if len(chunks) * CHUNK_CHARS < len(stretch):  # unspaced text: long chunks that seldom repeat
             return self.enc(self.stretch_words(stretch))
-        from .models import cached_parts
+        from .models import cached_parts, concat
 
         # (the separator goes with the call, not on self: another thread's text may hold it)
-        return list(chain.from_iterable(cached_parts(self.cache, chunks, encode_many=partial(self._fill, sep=sep))))
+        return concat(cached_parts(self.cache, chunks, encode_many=partial(self._fill, sep=sep)))
 
     def _fill(self, chunks: list[str], sep: str) -> list[tuple[int, ...]]:
         """The ids of each chunk, all of their words looked up in one model call. A chunk holding a

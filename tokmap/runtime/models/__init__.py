@@ -7,7 +7,7 @@ A model has `encode_piece(text) -> tuple[int, ...]` and `piece_offsets(text, ids
 
 from __future__ import annotations
 
-from itertools import chain, compress, repeat
+from itertools import compress, repeat
 from operator import is_
 
 WORD_CACHE_MAX = 1 << 16  # words; a word cache is emptied when it grows past this
@@ -54,11 +54,20 @@ class LongPieces:
         self.chars = 0
 
 
+def concat(seqs) -> list:
+    """The items of an iterable of tuples (or lists), in one new list. list.extend copies each
+    tuple whole, where chain.from_iterable makes an iterator per tuple: the 264K pieces of
+    code.txt under cl100k in 12 against 16 ms. (extend returns None, so any() runs them all.)"""
+    out: list = []
+    any(map(out.extend, seqs))
+    return out
+
+
 def encode_cached(cache: dict, words: list[str], encode_one) -> list[int]:
     """Ids of many words at once: one C-level pass of dict lookups, each distinct miss filled once
     by encode_one(word) -> tuple of ids (and remembered when short). Shared by the models whose
     whole-stretch path hands over a word list (WordPiece, Unigram, WordLevel)."""
-    return list(chain.from_iterable(cached_parts(cache, words, encode_one)))
+    return concat(cached_parts(cache, words, encode_one))
 
 
 def cached_parts(cache: dict, words: list[str], encode_one=None, encode_many=None) -> list[tuple[int, ...]]:

@@ -18,7 +18,7 @@ from operator import is_, is_not
 
 from ... import mtok
 from ...errors import FormatError
-from . import LongPieces
+from . import LongPieces, concat
 from .vocab import VocabFile
 
 INF = 1 << 62
@@ -118,13 +118,13 @@ class BPE(VocabFile):
         cache = self.piece_cache
         if cache:
             try:  # all hits (a warm call): one pass; the first miss abandons it
-                return list(chain.from_iterable(map(cache.__getitem__, pieces)))
+                return concat(map(cache.__getitem__, pieces))
             except KeyError:
                 pass
         if len(pieces) == 1:  # (one piece, 10^6 letters: its ids as they come, not chained once more)
             ids = next(iter(self._fill_misses(pieces, runs)))
             return ids if type(ids) is list else list(ids)
-        return list(chain.from_iterable(self._fill_misses(pieces, runs)))
+        return concat(self._fill_misses(pieces, runs))
 
     def _fill_misses(self, pieces, runs=None):
         """Each piece's ids, as an iterator (chained straight into the caller's list). The distinct

@@ -18,7 +18,7 @@ import re
 from itertools import accumulate, chain, compress, repeat
 from operator import add, is_, is_not, itemgetter
 
-from . import bpe
+from . import bpe, concat
 from .bpe import BPE, batch_pays
 
 LONG_TEXT = 256  # chars; from here a piece is cut by the numpy bigram table (models/charcut.py)
@@ -247,7 +247,7 @@ class CharBPE(BPE):
         """Ids of many pieces (the whole-stretch path, runtime/fastpath.py), a list or a tuple.
         (Llama 2 has one piece per text: its tuple as it is, not copied once more.)"""
         parts = self.encode_word_parts(words)
-        return parts[0] if len(parts) == 1 else list(chain.from_iterable(parts))
+        return parts[0] if len(parts) == 1 else concat(parts)
 
     def encode_word_parts(self, words: list[str]) -> list[tuple[int, ...]]:
         """Each piece's ids. The pieces not remembered are cut into sub-pieces all at once, and

@@ -31,7 +31,7 @@ from itertools import chain, compress
 from operator import itemgetter
 
 from ... import mtok
-from . import WORD_CACHE_LEN, WORD_CACHE_MAX
+from . import WORD_CACHE_LEN, WORD_CACHE_MAX, concat
 from .vocab import VocabFile
 
 NORMAL, UNKNOWN, CONTROL, USER_DEFINED, UNUSED, BYTE = 1, 2, 3, 4, 5, 6
@@ -193,7 +193,7 @@ class SentencePiece(VocabFile):
     def _join(self, parts: list) -> list[int]:
         """The runs' ids in order. Without byte fallback a run of unknowns spanning two runs
         collapses to one unk id, as it would in one run (one C-level scan finds whether any does)."""
-        out = list(chain.from_iterable(parts))
+        out = concat(parts)
         if self.byte_fallback or self.unk_id not in out:
             return out
         out = []
