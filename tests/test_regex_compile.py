@@ -69,6 +69,10 @@ PROBES = [
     r"\p{N}{1,2}+|\p{L}{2,3}?\p{M}|\p{L}{2}?\p{L}|[^\p{N}\p{L}]|\p{L}",
     r"(?>\p{L}+|\p{L}\p{M})\p{M}*|\s++$|\w+|\d+?|\D",
     r"\p{Lu}\p{Ll}*?|(?i:[a-f0-9]{2,4}|'ll)|.",
+    # Optional groups, emitted as branches with an empty arm: possessive ("12x": it fails, and
+    # "12" comes next), greedy ("a1x": "a1" by backtracking into the group's arms), lazy
+    # ("abcd": "ab").
+    r"(?:\p{N}\p{N})?+\p{N}|\p{N}\p{N}|(?:\p{L}\p{N}|\p{L})?\p{N}|(?:\p{L}\p{L})??\p{L}\p{L}|\S|\s",
 ]
 
 
