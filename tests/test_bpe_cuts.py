@@ -18,7 +18,7 @@ import pytest
 import tokmap
 from tokmap import mtok
 from tokmap.runtime.models import bpe
-from tokmap.runtime.models.bpe_cuts import TWO, CutTable, window_keys
+from tokmap.runtime.models.bpe_cuts import TWO, CutTable, _after_index, _before_index, window_keys
 from tokmap.runtime.reader import MtokFile
 
 from test_conformance import Ref
@@ -167,12 +167,25 @@ def test_flipped_bit_in_table_is_refused(exported, tmp_path):
 
 
 def test_table_bitmaps_answer_like_the_keys():
+    """Each window shape a tested boundary has, (cont, lead, any) after it and (any, cont, lead)
+    before it, is found in its bitmap exactly when it is a key; keys of neither shape are dropped."""
     rng = np.random.default_rng(5)
-    keys = np.unique(np.concatenate((rng.integers(0, 1 << 24, 3000), TWO | rng.integers(0, 1 << 16, 50))))
+
+    def shaped(n, shape):
+        b = rng.integers(0, 256, n)
+        cont, lead = rng.integers(0x80, 0xC0, n), rng.integers(0xC0, 0x100, n)
+        return (cont << 16 | lead << 8 | b) if shape == "after" else (b << 16 | cont << 8 | lead)
+
+    keys = np.unique(np.concatenate((shaped(2000, "after"), shaped(2000, "before"), rng.integers(0, 1 << 24, 1000),
+                                     TWO | rng.integers(0, 1 << 16, 50))))
     table = CutTable(keys.astype(np.uint32))
-    probe = np.concatenate((keys[keys < TWO], rng.integers(0, 1 << 24, 5000)))
     known = set(keys.tolist())
-    assert table._has(probe).tolist() == [int(k) in known for k in probe.tolist()]
+    for shape, bitmap, index in (("after", table.after, _after_index), ("before", table.before, _before_index)):
+        x, y, z = keys >> 16, (keys >> 8) & 0xFF, keys & 0xFF
+        of_shape = ((x & 0xC0) == 0x80) & (y >= 0xC0) if shape == "after" else ((y & 0xC0) == 0x80) & (z >= 0xC0)
+        probe = np.concatenate((keys[(keys < TWO) & of_shape], shaped(5000, shape)))
+        x, y, z = probe >> 16, (probe >> 8) & 0xFF, probe & 0xFF
+        assert CutTable._has(bitmap, index(x, y, z)).tolist() == [int(k) in known for k in probe.tolist()], shape
     pairs = rng.integers(0, 1 << 16, 5000)
     assert table.pairs[pairs].tolist() == [(TWO | int(p)) in known for p in pairs.tolist()]
 

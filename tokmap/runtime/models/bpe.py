@@ -262,7 +262,8 @@ class BPE(VocabFile):
         # The one-char parts' ids in order: their rows of chars.ids, each cut to its count (a
         # row-major mask keeps the order); they fill every slot the other parts do not have
         # (rather than a destination computed per id).
-        ones = chars.ids[row][np.arange(4) < counts[one][:, None]]
+        # (take on axis 0 and positions, not [row] and a boolean mask: 95K parts, 1.3 against 3.3 ms)
+        ones = chars.ids.take(row, axis=0).ravel().take(np.flatnonzero((np.arange(4) < counts[one][:, None]).ravel()))
         if len(many):
             dest = ranges((np.cumsum(counts) - counts)[many], counts[many])  # the multi-char parts' slots
             flat = np.empty(int(counts.sum()), dtype=np.uint32)  # (ids: uint32 as in the file; fresh pages cost)

@@ -55,18 +55,26 @@ def window_keys(tb: np.ndarray, off: np.ndarray, result_ids: np.ndarray) -> np.n
 
 
 class CutTable:
-    """The table as bitmaps: 2^24 bits for the windows, 2^16 flags for the pairs."""
+    """The table as bitmaps. A tested boundary j has a continuation byte before it and a lead byte
+    at it, so its two windows have fixed shapes: (cont, lead, any) for w[j-1:j+2] and (any, cont,
+    lead) for w[j-2:j+1]. Each shape has 2^20 possible windows, a 128 KiB bitmap: a 2^24-bit map
+    of every window (2 MiB) cost its fresh pages on each load (~1-3 ms) and cache misses on each
+    test. Keys of neither shape can never be asked for. 2^16 flags hold the pairs."""
 
     def __init__(self, keys: np.ndarray):
         keys = keys.astype(np.int64)
         three = keys[keys < TWO]
-        self.windows = np.zeros(1 << 21, dtype=np.uint8)
-        np.bitwise_or.at(self.windows, three >> 3, (1 << (three & 7)).astype(np.uint8))
+        x, y, z = three >> 16, (three >> 8) & 0xFF, three & 0xFF
+        after = ((x & 0xC0) == 0x80) & (y >= 0xC0)  # w[j-1:j+2]
+        before = ((y & 0xC0) == 0x80) & (z >= 0xC0)  # w[j-2:j+1]
+        self.after = _bitmap(_after_index(x[after], y[after], z[after]))
+        self.before = _bitmap(_before_index(x[before], y[before], z[before]))
         self.pairs = np.zeros(1 << 16, dtype=bool)
         self.pairs[keys[keys >= TWO] & 0xFFFF] = True
 
-    def _has(self, w: np.ndarray) -> np.ndarray:
-        return ((self.windows[w >> 3] >> (w & 7).astype(np.uint8)) & 1).astype(bool)
+    @staticmethod
+    def _has(bitmap: np.ndarray, w: np.ndarray) -> np.ndarray:
+        return ((bitmap[w >> 3] >> (w & 7).astype(np.uint8)) & 1).astype(bool)
 
     def cuts(self, raw: np.ndarray, starts: np.ndarray) -> tuple[np.ndarray, int]:
         """(ascending byte offsets j in raw, pieces back to back starting at `starts`, where a
@@ -85,9 +93,26 @@ class CutTable:
         here = raw[j].astype(np.int32)
         nxt = raw.take(j + 1, mode="clip").astype(np.int32)
         ok = ~self.pairs[(prev << 8) | here]
-        ok &= ~self._has((prev2 << 16) | (prev << 8) | here)
-        ok &= ~self._has((prev << 16) | (here << 8) | nxt)
+        ok &= ~self._has(self.before, _before_index(prev2, prev, here))
+        ok &= ~self._has(self.after, _after_index(prev, here, nxt))
         return j[ok], len(j)
+
+
+def _after_index(cont, lead, b):
+    """Bit of the window (cont, lead, any byte) in CutTable.after."""
+    return ((cont & 0x3F) << 14) | ((lead & 0x3F) << 8) | b
+
+
+def _before_index(b, cont, lead):
+    """Bit of the window (any byte, cont, lead) in CutTable.before."""
+    return (b << 12) | ((cont & 0x3F) << 6) | (lead & 0x3F)
+
+
+def _bitmap(bits: np.ndarray) -> np.ndarray:
+    """2^20 bits (LSB first in each byte) with these set."""
+    out = np.zeros(1 << 17, dtype=np.uint8)
+    np.bitwise_or.at(out, bits >> 3, (1 << (bits & 7)).astype(np.uint8))
+    return out
 
 
 def load_table(f) -> CutTable:
