@@ -130,6 +130,20 @@ def test_dedupe_and_spread_equal_per_part_python():
     assert textparts.ranges(begin, length).tolist() == [5, 6, 9, 10, 11, 2]
 
 
+@pytest.mark.parametrize("top", [1, 3, textparts.TUPLE_COLUMNS, textparts.TUPLE_COLUMNS + 5])
+def test_tuples_equal_slices(top):
+    """tuples() gives each part's slice as a tuple, in order, for parts of every count up to top
+    (zipped columns, and the slices beyond TUPLE_COLUMNS), parts of no ids and parts out of order."""
+    rng = np.random.default_rng(top)
+    flat = rng.integers(0, 1 << 20, 500)
+    counts = rng.integers(0, top + 1, 60)
+    starts = rng.integers(0, len(flat) - top, 60)
+    want = [tuple(flat[a:a + c].tolist()) for a, c in zip(starts.tolist(), counts.tolist())]
+    got = textparts.tuples(flat, starts, counts)
+    assert got == want and all(type(t) is tuple and all(type(i) is int for i in t) for t in got)
+    assert textparts.tuples(flat, starts[:0], counts[:0]) == []
+
+
 @pytest.mark.parametrize("name", MODELS)
 def test_long_pieces_holding_the_sentinels(name, exported, corpus, testdata):
     """A long piece holding the chars part_strings joins parts with, some or all of them, equals

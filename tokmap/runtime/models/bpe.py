@@ -312,7 +312,7 @@ class BPE(VocabFile):
         o200k over 10^6 random ideographs, whose pairs are nearly all distinct, 585 -> 505 ms)."""
         import numpy as np
 
-        from .textparts import dedupe, part_strings, spread
+        from .textparts import dedupe, part_strings, spread, tuples
 
         parts = part_strings(joined, cps, char_at[starts], char_at[ends - 1] + 1)
         distinct, inv = dedupe(parts)
@@ -340,9 +340,8 @@ class BPE(VocabFile):
             if len(miss) <= PART_BATCH_REMEMBERED:
                 if len(cache) + len(miss) > CACHE_MAX:
                     cache.clear()
-                ids, ends_m = flat.tolist(), np.cumsum(mcounts).tolist()
                 cache.update(zip([distinct[k] for k in miss.tolist()],
-                                 map(tuple, map(ids.__getitem__, map(slice, [0, *ends_m[:-1]], ends_m)))))
+                                 tuples(flat, np.cumsum(mcounts) - mcounts, mcounts)))
         ids, counts[many] = spread(np.concatenate(dflat), dbeg, dlen, inv)
         return ids
 
@@ -390,6 +389,8 @@ class BPE(VocabFile):
         the batch merge; the ids are assembled in numpy and cut into tuples by C-level maps."""
         import numpy as np
 
+        from .textparts import tuples
+
         n = len(lengths)
         counts = np.ones(n, dtype=np.int64)
         found = hashes = None
@@ -423,15 +424,12 @@ class BPE(VocabFile):
             mstarts = np.cumsum(mcounts) - mcounts
             flat[np.repeat(starts[miss] - mstarts, mcounts) + np.arange(len(mfinal))] = mfinal
         multi = np.flatnonzero(counts > 1)
-        if len(multi) * 3 > n:  # words of several tokens are common (CJK): every word sliced, in C
-            ids = flat.tolist()
-            out = list(map(tuple, map(ids.__getitem__, map(slice, starts.tolist(), ends.tolist()))))
-        else:  # one-token words are most (prose): 1-tuples made in C, the rest sliced
+        if len(multi) * 3 > n:  # words of several tokens are common (CJK, random letters)
+            out = tuples(flat, starts, counts)
+        else:  # one-token words are most (prose): 1-tuples made in C, the rest after
             out = list(zip(flat[starts].tolist()))
             if len(multi):
-                ids = flat.tolist()
-                for k, a, b in zip(multi.tolist(), starts[multi].tolist(), ends[multi].tolist()):
-                    out[k] = tuple(ids[a:b])
+                any(map(out.__setitem__, multi.tolist(), tuples(flat, starts[multi], counts[multi])))
         if self._unreached is not None:
             # A piece that is itself a token is that token (ignore_merges / tiktoken), even where
             # merging would not reach it: check the merged words that could be such a token.

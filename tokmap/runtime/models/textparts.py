@@ -3,7 +3,8 @@
 The models that cut long pieces where no merge crosses (charcut.py, and BPE._segmented) make
 tens of thousands of parts, most of them repeats. Each step here is a few C-level passes where a
 slice, a lookup or a tuple per part costs Python: the parts as strings (part_strings), the
-distinct ones (dedupe, each then encoded once), and every occurrence's ids (spread, ranges).
+distinct ones (dedupe, each then encoded once), every occurrence's ids (spread, ranges), and
+the ids of each as a tuple for a cache (tuples).
 """
 
 from __future__ import annotations
@@ -55,4 +56,28 @@ def ranges(begin: np.ndarray, length: np.ndarray) -> np.ndarray:
     first -= length  # where range k starts in the result
     out = np.repeat(begin - first, length)
     out += np.arange(len(out))
+    return out
+
+
+TUPLE_COLUMNS = 8  # ids per part up to which tuples() zips columns (longer parts: a slice each)
+
+
+def tuples(flat: np.ndarray, starts: np.ndarray, counts: np.ndarray) -> list[tuple]:
+    """tuple(flat[starts[k]:starts[k] + counts[k]]) for every k, made by C-level calls: the parts
+    of one count c take their ids as c gathered columns, zipped into tuples, and are put in place
+    by one map. A slice of a list and a tuple of it per part cost ~3x as much (o200k over 10^5
+    random letters: 24K parts, 8.4 -> 5.9 ms). A part of no ids gets ()."""
+    n = len(counts)
+    out: list[tuple] = [()] * n
+    top = int(counts.max()) if n else 0
+    for c in range(1, min(top, TUPLE_COLUMNS) + 1):
+        which = np.flatnonzero(counts == c)
+        if len(which):
+            at = starts[which]
+            cols = [flat.take(at + k).tolist() for k in range(c)]
+            any(map(out.__setitem__, which.tolist(), zip(*cols)))  # (__setitem__ returns None: all run)
+    if top > TUPLE_COLUMNS:
+        for k in np.flatnonzero(counts > TUPLE_COLUMNS).tolist():
+            a = int(starts[k])
+            out[k] = tuple(flat[a:a + int(counts[k])].tolist())
     return out
