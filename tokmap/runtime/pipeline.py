@@ -206,9 +206,7 @@ class Pipeline:
                     long = None
         parts = regex.findall(t)
         if t is text:  # the matches are the pieces (when they cover the text, or only matches count)
-            # (joining them and taking the length is a C pass that costs less than adding up
-            # their lengths: 264K pieces, 2.8 against 4.8 ms)
-            if step.invert or len("".join(parts)) == len(text):
+            if step.invert or sum(map(len, parts)) == len(text):
                 return parts, long
             return [text[s:e] for s, e in step.spans(text)], None
         ends = list(accumulate(map(len, parts)))
