@@ -206,7 +206,8 @@ class BPE(VocabFile):
         from .textparts import ranges
 
         raw = np.frombuffer(joined.encode("utf-8"), dtype=np.uint8)
-        blen, cps_all = _byte_lengths(joined, texts, len(raw), with_cps=True)
+        blen = _byte_lengths(raw, texts)
+        cps_all = np.frombuffer(joined.encode("utf-32-le"), dtype="<u4")
         bstart = np.cumsum(blen) - blen
         cuts, tested = self._cut.cuts(raw, bstart)
         if len(cuts) * CUT_SHARE < tested:
@@ -354,9 +355,8 @@ class BPE(VocabFile):
             self._start_batch()
         if joined is None:
             joined = "".join(texts)
-        rawb = joined.encode("utf-8")
-        lengths = _byte_lengths(joined, texts, len(rawb))
-        raw = np.frombuffer(rawb, dtype=np.uint8)
+        raw = np.frombuffer(joined.encode("utf-8"), dtype=np.uint8)
+        lengths = _byte_lengths(raw, texts)
         batch = (lengths > 0) & (lengths <= BATCH_WORD)
         if batch.all():
             got = self._merge_words(raw, lengths, 0)
@@ -678,19 +678,21 @@ class BPE(VocabFile):
         return [ids[k] for k in range(n) if alive[k]]
 
 
-def _byte_lengths(joined: str, texts: list[str], n_bytes: int, with_cps: bool = False):
-    """Each text's UTF-8 length (numpy int64), from each char's width in bulk (texts joined);
-    with_cps: (lengths, the joined text's code points)."""
+def _byte_lengths(raw, texts: list[str]):
+    """Each text's UTF-8 length (numpy int64); raw: the texts joined, as UTF-8 bytes (uint8). From
+    where each char starts in raw: where a text ends, in chars, says where it ends in bytes. (Each
+    char's width from its code point took 4 arrays of 8 bytes a char, whose fresh pages a first
+    call pays: llama3 over multi.txt's distinct pieces, 1.9M chars, ~140 -> ~20 ms.)"""
     import numpy as np
 
     lengths = np.fromiter(map(len, texts), dtype=np.int64, count=len(texts))
-    cps = np.frombuffer(joined.encode("utf-32-le"), dtype="<u4") if with_cps or n_bytes != len(joined) else None
-    if n_bytes != len(joined):
-        width = np.cumsum(1 + (cps >= 0x80).astype(np.int64) + (cps >= 0x800) + (cps >= 0x10000))
+    if len(texts) and len(raw) != int(lengths.sum()):
         ends = np.cumsum(lengths)
-        edge = np.concatenate(([0], width))
-        lengths = edge[ends] - edge[ends - lengths]
-    return (lengths, cps) if with_cps else lengths
+        byte_end = np.flatnonzero((raw & 0xC0) != 0x80).take(ends, mode="clip")  # (clip: ends at the last char)
+        byte_end[ends == ends[-1]] = len(raw)
+        lengths[0] = byte_end[0]
+        np.subtract(byte_end[1:], byte_end[:-1], out=lengths[1:])
+    return lengths
 
 
 class _Everything:
