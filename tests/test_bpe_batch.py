@@ -328,3 +328,20 @@ def test_byte_lengths_equal_each_texts_utf8_length():
         raw = np.frombuffer("".join(texts).encode("utf-8"), dtype=np.uint8)
         assert _byte_lengths(raw, texts).tolist() == [len(t.encode("utf-8")) for t in texts], texts
     assert _byte_lengths(np.zeros(0, dtype=np.uint8), []).tolist() == []
+
+
+def test_misses_in_batches_equal_one_batch(monkeypatch, exported, corpus):
+    """Many distinct misses are merged MISS_BATCH at a time (set low here): each batch on its own
+    (cut pieces and one-char parts among them, llama3 on multi.txt's mixed scripts), the ids in
+    order equal one batch of all, and the cache then holds every piece."""
+    text = corpus("multi")[:60000]
+    one = tokmap.load(exported("llama3"))
+    want = one.encode(text)
+    monkeypatch.setattr(bpe, "MISS_BATCH", 97)
+    tok = tokmap.load(exported("llama3"))
+    calls = []
+    many = tok.model._encode_many
+    monkeypatch.setattr(tok.model, "_encode_many", lambda texts: calls.append(len(texts)) or many(texts))
+    assert tok.encode(text) == want
+    assert len(calls) > 10 and max(calls) == 97
+    assert set(tok.pipeline.split_fast(text)) <= set(tok.model.piece_cache)

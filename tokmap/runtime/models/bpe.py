@@ -31,6 +31,7 @@ CHUNK_PIECE = 4096  # bytes; a piece this long (and longer than any token) is me
 FILTER_WORDS = 4096  # words in one batch from which the hash filter (~2 ms to build) pays for itself
 CACHE_PIECE = 256  # chars; longer pieces are remembered within a budget (models.LongPieces)
 CACHE_MAX = 1 << 19  # pieces; the cache is emptied when it grows past this
+MISS_BATCH = 1 << 16  # distinct misses batch-merged at once; more go in batches of this many
 PART_BATCH_REMEMBERED = 1 << 16  # fresh parts of cut pieces; more at once (random text) are not remembered
 BMP_INDEX_CHARS = 1 << 14  # multi-byte chars in one batch from which premerge builds its index
 CUT_SHARE = 3  # pieces are cut into parts (bpe_cuts.py) when at least 1/3 of the tested boundaries cut ...
@@ -160,8 +161,17 @@ class BPE(VocabFile):
         return self._remember(dict(zip(misses, out)), distinct, pieces)
 
     def _encode_misses(self, misses: list[str]) -> list[tuple[int, ...]]:
-        return (self._encode_many(misses) if batch_pays(sum(map(len, misses)))
-                else list(map(self.encode_piece, misses)))
+        if not batch_pays(sum(map(len, misses))):
+            return list(map(self.encode_piece, misses))
+        if len(misses) <= MISS_BATCH:
+            return self._encode_many(misses)
+        # In batches: each one's arrays reuse the pages the one before it freed. One batch of all
+        # (233K distinct pieces of multi.txt) touches fresh memory for all of its arrays, and a
+        # first touch costs ~1.7 ms a MB on this machine (llama3 multi.txt cold ~1305 -> ~1260 ms).
+        out: list = []
+        for a in range(0, len(misses), MISS_BATCH):
+            out += self._encode_many(misses[a:a + MISS_BATCH])
+        return out
 
     def _remember(self, got: dict, distinct: dict, pieces: list[str]):
         """_fill_misses' end when some of the new pieces (got) are long: those within the long
