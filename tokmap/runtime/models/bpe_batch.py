@@ -274,17 +274,15 @@ class BatchMerger:
         nopair, bound = self.nopair, self.bound
         code = np.full(len(sym), nopair, dtype=self.dtype)
         if len(sym) > 1:
-            same = np.ones(len(sym) - 1, dtype=bool)
-            same[ends[:-1]] = False
+            # Every adjacent pair, those across two words too: their codes are then overwritten by
+            # bound below, and no mask is built or applied (boolean masks copy slowly in numpy).
             if raw is not None and byte_ids is not None:
-                if single is not None:  # pairs of two byte symbols from the table, the rest searched
-                    both = same & single[:-1] & single[1:]
-                    other = same & ~both
-                    code[:-1][other] = self.codes(sym[:-1][other], sym[1:][other])
-                    same = both
-                code[:-1][same] = self.byte_pair_codes(((raw[:-1].astype(np.int32) << 8) | raw[1:])[same], byte_ids)
+                code[:-1] = self.byte_pair_codes((raw[:-1].astype(np.int32) << 8) | raw[1:], byte_ids)
+                if single is not None:  # pairs with a premerged char: searched (its raw is no byte)
+                    other = np.flatnonzero(~(single[:-1] & single[1:]))
+                    code[other] = self.codes(sym.take(other), sym.take(other + 1))
             else:
-                code[:-1][same] = self.codes(sym[:-1][same], sym[1:][same])
+                code[:-1] = self.codes(sym[:-1], sym[1:])
         code[ends] = bound
         word = np.arange(n_words, dtype=np.int32)  # each live word's index in the input
         done = []  # (symbols, their words' indices, their lengths) of the words finished
