@@ -198,7 +198,6 @@ def test_toy_vocabularies(tmp_path, monkeypatch, seed):
     from test_atomic_chars import CHARS, export_toy
 
     monkeypatch.setattr(bpe, "PROBE_BYTES", 1 << 16)
-    monkeypatch.setattr(bpe, "CUT_MIN_CHARS", 0)  # (the short texts here are cut too)
     cut = []
     real = bpe.BPE._segmented
 
@@ -216,25 +215,3 @@ def test_toy_vocabularies(tmp_path, monkeypatch, seed):
         text = " ".join("".join(rng.choice(pool) for _ in range(rng.randint(1, 12))) for _ in range(n))
         assert tok.encode(text) == ref.encode(text).ids, (seed, n)
     assert any(cut), seed
-
-
-def test_few_multibyte_chars_go_whole_to_the_batch(exported, testdata, monkeypatch):
-    """Pieces that all fit in the probe with fewer than CUT_MIN_CHARS multi-byte chars skip the
-    cut path (its fixed costs would outweigh it); with the floor at 0 the same text is cut. The
-    ids equal the reference's either way."""
-    ref = Ref("cl100k_base", model_source(testdata, "cl100k_base"))
-    rng = random.Random(3)
-    alphabet = _cjk(rng, 200)
-    lines = [f"def f{k}(x):  # {''.join(rng.choice(alphabet) for _ in range(rng.randint(2, 6)))}\n    return x + {k}\n"
-             for k in range(150)]
-    text = "".join(lines)
-    assert 100 < sum(c >= "\u0800" for c in text) < bpe.CUT_MIN_CHARS
-    expect = ref.cases()[0][1](text)
-    served = []
-    real = bpe.BPE._segmented
-    monkeypatch.setattr(bpe.BPE, "_segmented", lambda self, p, j: served.append(1) or real(self, p, j))
-    assert tokmap.load(exported("cl100k_base")).encode_ordinary(text) == expect
-    assert not served
-    monkeypatch.setattr(bpe, "CUT_MIN_CHARS", 0)
-    assert tokmap.load(exported("cl100k_base")).encode_ordinary(text) == expect
-    assert served
