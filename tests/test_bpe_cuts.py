@@ -198,6 +198,7 @@ def test_toy_vocabularies(tmp_path, monkeypatch, seed):
     from test_atomic_chars import CHARS, export_toy
 
     monkeypatch.setattr(bpe, "PROBE_BYTES", 1 << 16)
+    monkeypatch.setattr(bpe, "CUT_RARE_SHARE", 0)  # (the short texts here are cut too)
     cut = []
     real = bpe.BPE._segmented
 
@@ -215,3 +216,29 @@ def test_toy_vocabularies(tmp_path, monkeypatch, seed):
         text = " ".join("".join(rng.choice(pool) for _ in range(rng.randint(1, 12))) for _ in range(n))
         assert tok.encode(text) == ref.encode(text).ids, (seed, n)
     assert any(cut), seed
+
+
+def test_rare_multibyte_chars_go_whole_to_the_batch(exported, testdata, monkeypatch):
+    """Pieces that all fit in the probe, where multi-byte chars are under CUT_RARE_SHARE of the
+    bytes, skip the cut path (its fixed costs would outweigh what it saves); with the share at 0
+    the same text is cut. The ids equal the reference's either way."""
+    ref = Ref("cl100k_base", model_source(testdata, "cl100k_base"))
+    rng = random.Random(3)
+    alphabet = _cjk(rng, 200)
+    def name():  # (distinct words: the rule sees the distinct pieces, and these do not repeat)
+        return "".join(rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(rng.randint(6, 10)))
+
+    lines = [f"def {name()}({name()}, {name()}):  # {''.join(rng.choice(alphabet) for _ in range(3 * (k % 4 == 0)))}\n"
+             f"    return {name()} + {name()} * {name()}\n" for k in range(150)]
+    text = "".join(lines)
+    data = text.encode()
+    assert 100 < sum(b >= 0xC0 for b in data) < len(data) * bpe.CUT_RARE_SHARE / 2 and len(data) < bpe.PROBE_BYTES
+    expect = ref.cases()[0][1](text)
+    served = []
+    real = bpe.BPE._segmented
+    monkeypatch.setattr(bpe.BPE, "_segmented", lambda self, p, j: served.append(1) or real(self, p, j))
+    assert tokmap.load(exported("cl100k_base")).encode_ordinary(text) == expect
+    assert not served
+    monkeypatch.setattr(bpe, "CUT_RARE_SHARE", 0)
+    assert tokmap.load(exported("cl100k_base")).encode_ordinary(text) == expect
+    assert served
