@@ -279,3 +279,22 @@ def test_separator_belongs_to_its_call(minilm, monkeypatch):
     monkeypatch.setattr(fastpath.Chunks, "_fill_batch", fill_batch)
     assert tok.encode(outer) == ref.encode(outer).ids
     assert nested == [seps[0]]
+
+
+def test_retry_does_not_encode_the_ascii_chunks_again(testdata, tmp_path, monkeypatch):
+    """Each char the table finds needing its neighbours makes _fill try its batch again; the
+    non-ASCII chunks are translated first, so the ASCII chunks' words reach the model once, even
+    when the word cache cannot hold them between tries (multi.txt: 120K words, six tries)."""
+    from tokmap.runtime import models
+
+    doc = json.loads(model_source(testdata, "minilm").read_text(encoding="utf-8"))
+    doc["truncation"] = doc["padding"] = None
+    doc["normalizer"] = {"type": "Sequence", "normalizers": [{"type": "NFD"}, {"type": "Lowercase"}]}
+    ref, tok = export_variant(doc, tmp_path, "nfd")
+    monkeypatch.setattr(models, "WORD_CACHE_MAX", 16)  # (emptied after every call)
+    sent = []
+    real = tok.model._encode_many
+    monkeypatch.setattr(tok.model, "_encode_many", lambda words: sent.extend(words) or real(words))
+    text = " ".join(f"word{k}, x{k}." for k in range(400)) + " a\u0323\u0301 \u1e09\u0323 q\u0301\u0323 caf\u00e9 "
+    assert tok.encode(text) == ref.encode(text).ids
+    assert len(tok.pipeline.model.ids_cache) <= 16 and sent.count("word7") == 1

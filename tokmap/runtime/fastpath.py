@@ -239,8 +239,10 @@ class Chunks:
                 if got is not None:
                     return self._chunk_ids(*got, chunks)
             elif any(ascii_):  # the ASCII chunks through bytes, the others through the memo
-                got = iter(self._fill_batch(list(compress(chunks, ascii_)), sep))
+                # (the others first: the memo raises NeedsContext before their model call, and
+                # _fill's retry then has not encoded the ASCII chunks for nothing)
                 other = iter(self._fill_batch([c for c, a in zip(chunks, ascii_) if not a], sep))
+                got = iter(self._fill_batch(list(compress(chunks, ascii_)), sep))
                 return [next(got) if a else next(other) for a in ascii_]
         words = list(filter(None, f" {sep} ".join(chunks).translate(self.memo).split(" ")))
         return self._chunk_ids(words, sep, chunks)
@@ -258,7 +260,8 @@ class Chunks:
         parts.append(())
         out = list(map(parts.__getitem__, starts))
         for k in compress(range(len(out)), map((1).__ne__, map(sub, ends, starts))):
-            out[k] = tuple(chain.from_iterable(parts[starts[k]:ends[k]]))
+            s, e = starts[k], ends[k]  # (two words, "word,", the most common: one tuple sum)
+            out[k] = parts[s] + parts[s + 1] if e - s == 2 else tuple(chain.from_iterable(parts[s:e]))
         return out
 
 
