@@ -316,9 +316,9 @@ def test_long_pieces_cached_within_their_budget(monkeypatch):
 
 
 def test_byte_lengths_equal_each_texts_utf8_length():
-    """_byte_lengths from the joined bytes equals len(text.encode()) for texts of 1-4 byte chars,
+    """byte_lengths from the joined bytes equals len(text.encode()) for texts of 1-4 byte chars,
     empty ones among them (first, last, in a row) and all-ASCII batches."""
-    from tokmap.runtime.models.bpe import _byte_lengths
+    from tokmap.runtime.models.textparts import byte_lengths
 
     rng = random.Random(11)
     alphabet = "ab \u00e9\u0416\u4e2d\u3042\U0001f600\U00020000"
@@ -326,8 +326,8 @@ def test_byte_lengths_equal_each_texts_utf8_length():
         texts = ["".join(rng.choice(alphabet if trial % 5 else "xyz ") for _ in range(rng.randrange(0, 6)))
                  for _ in range(rng.randrange(1, 30))]
         raw = np.frombuffer("".join(texts).encode("utf-8"), dtype=np.uint8)
-        assert _byte_lengths(raw, texts).tolist() == [len(t.encode("utf-8")) for t in texts], texts
-    assert _byte_lengths(np.zeros(0, dtype=np.uint8), []).tolist() == []
+        assert byte_lengths(raw, texts).tolist() == [len(t.encode("utf-8")) for t in texts], texts
+    assert byte_lengths(np.zeros(0, dtype=np.uint8), []).tolist() == []
 
 
 def test_misses_in_batches_equal_one_batch(monkeypatch, exported, corpus):

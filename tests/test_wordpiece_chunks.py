@@ -230,8 +230,10 @@ def test_token_text_section(minilm, tmp_path):
 
 
 def test_damaged_token_text_is_refused(minilm, tmp_path):
-    """(The file without truncation: a document takes the whole-stretch path, which builds the dict.)"""
-    path = pathlib.Path(minilm[1].path)
+    """(The file without truncation and without its WordPiece hash tables: a document takes the
+    whole-stretch path, which then builds the dict.)"""
+    path = write(tmp_path, with_section(pathlib.Path(minilm[1].path), mtok.SECTION_WORDPIECE_CONT, None), "tables.mtok")
+    path = write(tmp_path, with_section(path, mtok.SECTION_PIECE_HASH, None), "no-tables.mtok")
     sid = mtok.SECTION_TOKEN_TEXT
     good = tokmap.load(path)
     off = good._f.sections[sid][1]

@@ -88,6 +88,10 @@ SECTION_CUT_WINDOWS = 22  # u32[]: ascending 3-byte windows inside merge results
 # written when every one is UTF-8 on its own and holds no "\n". The str -> id dict is then one
 # decode and split (~5 ms for BERT's 30K tokens, against ~9 ms a token at a time).
 SECTION_TOKEN_TEXT = 23  # u8
+# WordPiece batch lookups (runtime/models/wordpiece_batch.py) use SECTION_PIECE_HASH over every
+# model token (a word's first piece is any token of its bytes) and, for the later pieces:
+SECTION_WORDPIECE_CONT = 24  # u64[]: ascending hash32 << 32 | id of each token that starts with the
+#                              continuing_subword_prefix, hashed over its bytes after the prefix
 # Character-level BPE (no prefix/suffix) speed-ups: runtime/models/charcut.py's table, which the
 # runtime otherwise builds on the first long piece (~70 ms for Gemma 3's 515K merges).
 SECTION_CHAR_TOKENS = 20  # u64[]: ascending code_point << 32 | id of each char that is a token alone
@@ -116,6 +120,7 @@ SECTION_NAMES = {
     SECTION_ATOMIC_CHARS: "atomic_chars",
     SECTION_CUT_WINDOWS: "cut_windows",
     SECTION_TOKEN_TEXT: "token_text",
+    SECTION_WORDPIECE_CONT: "wordpiece_cont",
     SECTION_CHAR_TOKENS: "char_tokens",
     SECTION_CHAR_BIGRAMS: "char_bigrams",
     SECTION_SPM_SCORES: "spm_scores",

@@ -102,8 +102,36 @@ def wordpiece_sections(d, token_bytes, regular, sections) -> dict:
     text = token_text(token_bytes, regular)
     if text is not None:
         sections[mtok.SECTION_TOKEN_TEXT] = (mtok.U8, text)
+    tables = wordpiece_hash_tables(token_bytes, regular, m.continuing_subword_prefix.encode("utf-8", "surrogatepass"))
+    if tables is not None:
+        sections[mtok.SECTION_PIECE_HASH] = (mtok.U64, tables[0])
+        sections[mtok.SECTION_WORDPIECE_CONT] = (mtok.U64, tables[1])
     return {"type": "wordpiece", "byte_level": False, "unk_id": m.unk_id, "prefix": m.continuing_subword_prefix,
             "max_input_chars_per_word": m.max_input_chars_per_word}
+
+
+def wordpiece_hash_tables(token_bytes: list[bytes], regular: list[int], prefix: bytes) -> tuple[bytes, bytes] | None:
+    """The piece_hash and wordpiece_cont sections (runtime/models/wordpiece_batch.py): every
+    model token hashed whole, and those starting with the prefix hashed over their bytes after
+    it, little-endian u64 each. None (no tables: the runtime builds its dict) when more than
+    MAX_BUCKET tokens of a table fall in one bucket, which the runtime refuses."""
+    import numpy as np
+
+    from ..runtime.models.bpe_batch import piece_hashes
+    from ..runtime.models.wordpiece_batch import MAX_BUCKET, bucket_starts
+
+    out = []
+    for ids, skip in (([i for i in regular if token_bytes[i]], 0),
+                      ([i for i in regular if len(token_bytes[i]) > len(prefix) and token_bytes[i].startswith(prefix)],
+                       len(prefix))):
+        raw = np.frombuffer(b"".join([token_bytes[i][skip:] for i in ids]), dtype=np.uint8)
+        lengths = np.array([len(token_bytes[i]) - skip for i in ids], dtype=np.int64)
+        h = piece_hashes(raw, np.cumsum(lengths) - lengths, lengths) if ids else np.zeros(0, dtype=np.uint64)
+        table = np.sort((h << np.uint64(32)) | np.array(ids, dtype=np.uint64))
+        if int(np.diff(bucket_starts(table)).max()) > MAX_BUCKET:
+            return None
+        out.append(table.astype("<u8").tobytes())
+    return out[0], out[1]
 
 
 def wordlevel_sections(d, token_bytes, regular, sections) -> dict:

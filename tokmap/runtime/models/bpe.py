@@ -214,10 +214,10 @@ class BPE(VocabFile):
         import numpy as np
 
         from .bpe_cuts import CharIds
-        from .textparts import ranges
+        from .textparts import byte_lengths, ranges
 
         raw = np.frombuffer(joined.encode("utf-8"), dtype=np.uint8)
-        blen = _byte_lengths(raw, texts)
+        blen = byte_lengths(raw, texts)
         cps_all = np.frombuffer(joined.encode("utf-32-le"), dtype="<u4")
         bstart = np.cumsum(blen) - blen
         cuts, tested = self._cut.cuts(raw, bstart)
@@ -370,12 +370,14 @@ class BPE(VocabFile):
         (joined: the texts joined, when the caller has it)."""
         import numpy as np
 
+        from .textparts import byte_lengths
+
         if self._batch is None:
             self._start_batch()
         if joined is None:
             joined = "".join(texts)
         raw = np.frombuffer(joined.encode("utf-8"), dtype=np.uint8)
-        lengths = _byte_lengths(raw, texts)
+        lengths = byte_lengths(raw, texts)
         batch = (lengths > 0) & (lengths <= BATCH_WORD)
         if batch.all():
             got = self._merge_words(raw, lengths, 0)
@@ -695,23 +697,6 @@ class BPE(VocabFile):
                 if r != INF:
                     heappush(heap, (r << 32) | p)
         return [ids[k] for k in range(n) if alive[k]]
-
-
-def _byte_lengths(raw, texts: list[str]):
-    """Each text's UTF-8 length (numpy int64); raw: the texts joined, as UTF-8 bytes (uint8). From
-    where each char starts in raw: where a text ends, in chars, says where it ends in bytes. (Each
-    char's width from its code point took 4 arrays of 8 bytes a char, whose fresh pages a first
-    call pays: llama3 over multi.txt's distinct pieces, 1.9M chars, ~140 -> ~20 ms.)"""
-    import numpy as np
-
-    lengths = np.fromiter(map(len, texts), dtype=np.int64, count=len(texts))
-    if len(texts) and len(raw) != int(lengths.sum()):
-        ends = np.cumsum(lengths)
-        byte_end = np.flatnonzero((raw & 0xC0) != 0x80).take(ends, mode="clip")  # (clip: ends at the last char)
-        byte_end[ends == ends[-1]] = len(raw)
-        lengths[0] = byte_end[0]
-        np.subtract(byte_end[1:], byte_end[:-1], out=lengths[1:])
-    return lengths
 
 
 class _Everything:

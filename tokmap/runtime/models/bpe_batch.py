@@ -91,19 +91,20 @@ def whole_tokens(table: np.ndarray, tb: np.ndarray, off: np.ndarray, raw: np.nda
             same_hash = (cand >> np.uint64(32)) == h[q]
             q, idx, cand = q[same_hash], idx[same_hash], cand[same_hash]
             got = (cand & np.uint64(0xFFFFFFFF)).astype(np.int64)
-            ok = _same_bytes(tb, off, raw, starts[q], lengths[q], got)
+            ok = same_bytes(tb, off, raw, starts[q], lengths[q], got)
             ids[q[ok]] = got[ok]
             q, idx = q[~ok], idx[~ok] + 1
     return (ids, h) if with_hashes else ids
 
 
-def _same_bytes(tb, off, raw, starts, lengths, ids) -> np.ndarray:
-    """Whether token ids[k] has exactly the bytes raw[starts[k]:starts[k] + lengths[k]]."""
+def same_bytes(tb, off, raw, starts, lengths, ids, skip: int = 0) -> np.ndarray:
+    """Whether token ids[k], after its first skip bytes, is exactly raw[starts[k]:starts[k] +
+    lengths[k]] (the skipped bytes are the caller's to check)."""
     if not len(ids):
         return np.zeros(0, dtype=bool)
     if int(ids.max()) >= len(off) - 1:
         raise ValueError(f"token id {int(ids.max())} outside the vocabulary")
-    ok = (off[ids + 1] - off[ids]) == lengths
+    ok = (off[ids + 1] - off[ids]) == lengths + skip
     sel = np.flatnonzero(ok)
     if len(sel):
         if int(off[ids[sel] + 1].max()) > len(tb):
@@ -111,7 +112,7 @@ def _same_bytes(tb, off, raw, starts, lengths, ids) -> np.ndarray:
         n = lengths[sel]
         first = np.cumsum(n) - n
         rel = np.arange(int(n.sum()), dtype=np.int64) - np.repeat(first, n)
-        same = raw[np.repeat(starts[sel], n) + rel] == tb[np.repeat(off[ids[sel]].astype(np.int64), n) + rel]
+        same = raw[np.repeat(starts[sel], n) + rel] == tb[np.repeat(off[ids[sel]].astype(np.int64) + skip, n) + rel]
         ok[sel] = np.logical_and.reduceat(same, first)
     return ok
 

@@ -81,3 +81,18 @@ def tuples(flat: np.ndarray, starts: np.ndarray, counts: np.ndarray) -> list[tup
             a = int(starts[k])
             out[k] = tuple(flat[a:a + int(counts[k])].tolist())
     return out
+
+
+def byte_lengths(raw: np.ndarray, texts: list[str]) -> np.ndarray:
+    """Each text's UTF-8 length (numpy int64); raw: the texts joined, as UTF-8 bytes (uint8). From
+    where each char starts in raw: where a text ends, in chars, says where it ends in bytes. (Each
+    char's width from its code point took 4 arrays of 8 bytes a char, whose fresh pages a first
+    call pays: llama3 over multi.txt's distinct pieces, 1.9M chars, ~140 -> ~20 ms.)"""
+    lengths = np.fromiter(map(len, texts), dtype=np.int64, count=len(texts))
+    if len(texts) and len(raw) != int(lengths.sum()):
+        ends = np.cumsum(lengths)
+        byte_end = np.flatnonzero((raw & 0xC0) != 0x80).take(ends, mode="clip")  # (clip: ends at the last char)
+        byte_end[ends == ends[-1]] = len(raw)
+        lengths[0] = byte_end[0]
+        np.subtract(byte_end[1:], byte_end[:-1], out=lengths[1:])
+    return lengths

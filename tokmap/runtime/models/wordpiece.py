@@ -5,19 +5,22 @@ the longest vocabulary entry is taken (continuing_subword_prefix + text for ever
 if some position has no entry at all, the whole piece becomes one unk spanning it.
 Vocabulary lookups binary-search the mapped file until a str -> id dict pays for itself: building
 it costs ~5 ms for BERT's 30K tokens from the token_text section (~9 ms a token at a time without
-one), more than a whole short encode, so it is built for a call of many pieces (a document) or
-after DICT_AFTER lookups. Results are memoised per piece.
+one), more than a whole short encode, so it is built after DICT_AFTER lookups. A call with many
+distinct new words (a document) splits them in numpy instead (wordpiece_batch.py), through the
+file's hash tables, and needs no dict; files without the tables build the dict for such a call.
+Results are memoised per piece.
 """
 
 from __future__ import annotations
 
 from ... import mtok
 from ...errors import FormatError
-from . import cached_parts, encode_cached
+from . import cached_parts, concat
 from .vocab import VocabFile
 
 DICT_AFTER = 2048  # binary-search lookups (~8 us each) after which the str -> id dict is built
-DICT_WORDS = 256  # pieces in one call from which the dict is built up front
+DICT_WORDS = 256  # pieces in one call from which the dict is built up front (files without hash tables)
+BATCH_WORDS = 64  # distinct new words in one call from which they are split in numpy
 
 
 class WordPiece(VocabFile):
@@ -33,6 +36,7 @@ class WordPiece(VocabFile):
         self._vocab: dict[str, int] | None = None
         self._searches = 0
         self.find = self._search  # text -> id | None: binary search, then the dict's get
+        self._tables = None  # wordpiece_batch.Tables, once loaded (False: the file has none)
 
     def _words(self) -> dict[str, int]:
         """Token text -> id, built once a call or the searches before it show it pays (see the
@@ -125,20 +129,26 @@ class WordPiece(VocabFile):
         return list(self._encode(text)[1])
 
     def encode_words(self, words: list[str]) -> list[int]:
-        """Ids of many pieces at once: one C-level pass of dict lookups, misses filled after."""
-        if self._vocab is None and len(words) >= DICT_WORDS:
-            self._words()
-        return encode_cached(self.ids_cache, words, self.encode_piece)
+        """Ids of many pieces at once: one C-level pass of cache lookups, misses filled after."""
+        return concat(self.word_parts(words))
 
     def word_parts(self, words: list[str]) -> list[tuple[int, ...]]:
         """encode_words' ids of each piece, a tuple per piece."""
-        if self._vocab is None and len(words) >= DICT_WORDS:
+        if self._vocab is None and len(words) >= DICT_WORDS and not self._batch_tables():
             self._words()
         return cached_parts(self.ids_cache, words, encode_many=self._encode_many)
 
     def _encode_many(self, words: list[str]) -> list[tuple[int, ...]]:
-        """encode_piece of many distinct words: those that are one token from one C-level pass of
-        dict lookups (most are), the rest split."""
+        """encode_piece of many distinct words: in numpy when they are many and the file has the
+        tables, else those that are one token from one C-level pass of dict lookups (most are),
+        the rest split."""
+        if self._vocab is None and len(words) >= BATCH_WORDS and "" not in words and self._batch_tables():
+            from .wordpiece_batch import TableError, encode
+
+            try:
+                return encode(words, self._tables, self.unk_id, self.max_chars)
+            except TableError as e:
+                self._refuse(e)
         got = list(map(self.find, words))
         out = list(zip(got))
         limit = self.max_chars
@@ -149,3 +159,32 @@ class WordPiece(VocabFile):
                 if len(w) > limit:
                     out[k] = (self.unk_id,)
         return out
+
+    def _batch_tables(self):
+        """The file's wordpiece_batch.Tables, checksummed and loaded on first use; False when it
+        has none (files from before them, or a vocabulary the exporter left them out for)."""
+        if self._tables is None:
+            f, whole, cont = self._f, mtok.SECTION_PIECE_HASH, mtok.SECTION_WORDPIECE_CONT
+            if not (f.has(whole) and f.has(cont)):
+                self._tables = False
+            else:
+                import numpy as np
+
+                from .wordpiece_batch import TableError, Tables
+
+                for sid in (whole, cont):  # (a damaged table would split words wrong, not fail)
+                    f.verify_section(sid)
+                try:
+                    self._tables = Tables(np.frombuffer(f.view(whole, mtok.U64), dtype="<u8"),
+                                          np.frombuffer(f.view(cont, mtok.U64), dtype="<u8"),
+                                          np.frombuffer(self.tb, dtype=np.uint8), np.frombuffer(self.off, dtype="<u4"),
+                                          self.prefix.encode("utf-8", "surrogatepass"))
+                except TableError as e:
+                    self._refuse(e)
+        return self._tables
+
+    def _refuse(self, e) -> None:
+        """Raise a wordpiece_batch.TableError as the FormatError naming the file and table."""
+        f, sid = self._f, mtok.SECTION_WORDPIECE_CONT if e.cont else mtok.SECTION_PIECE_HASH
+        raise FormatError(f.path, f"inconsistent file: {e}", section=mtok.section_name(sid),
+                          offset=f.sections[sid][1]) from None
