@@ -76,7 +76,7 @@ def test_every_cut_is_uncrossable(name, exported, corpus):
     pieces = [p.encode("utf-8") for p in tok.pipeline.split_fast(text)]
     raw = np.frombuffer(b"".join(pieces), dtype=np.uint8)
     starts = np.cumsum([len(p) for p in pieces]) - np.array([len(p) for p in pieces])
-    cuts, tested = model._cut.cuts(raw, starts.astype(np.int64))
+    cuts, tested = model._cut_table().cuts(raw, starts.astype(np.int64))
     assert len(cuts) > 1000 and tested > len(cuts)
     data = raw.tobytes()
     piece_of = np.searchsorted(starts, cuts, side="right") - 1

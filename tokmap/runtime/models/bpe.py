@@ -74,7 +74,7 @@ class BPE(VocabFile):
         self._present = None  # bpe_batch.hash_filter of the piece_hash table, once a batch is large
         self._tok_len = None  # byte length of every token (numpy), for bpe_chunks.glue ...
         self._longest = None  # ... and the longest
-        self._cut = None  # bpe_cuts.CutTable from the cut_windows section, once batching starts
+        self._cut = None  # bpe_cuts.CutTable from the cut_windows section, once a probe is cut
         self._chars = None  # bpe_cuts.CharIds: what each char met in a cut piece merges to alone
         self.part_cache: dict[str, tuple[int, ...]] = {}  # longer parts of cut pieces: their pure BPE
 
@@ -196,7 +196,8 @@ class BPE(VocabFile):
             self._start_batch()
         joined = "".join(texts)
         out = None
-        if self._cut is not None and not joined.isascii() and self._cuts_pay(joined):
+        # (optional section: older files never cut a piece)
+        if not joined.isascii() and self._f.has(mtok.SECTION_CUT_WINDOWS) and self._cuts_pay(joined):
             out = self._segmented(texts, joined)
         if out is None:
             return self._encode_whole(texts, joined)
@@ -221,7 +222,7 @@ class BPE(VocabFile):
         blen = byte_lengths(raw, texts)
         cps_all = np.frombuffer(joined.encode("utf-32-le"), dtype="<u4")
         bstart = np.cumsum(blen) - blen
-        cuts, tested = self._cut.cuts(raw, bstart)
+        cuts, tested = self._cut_table().cuts(raw, bstart)
         if len(cuts) * CUT_SHARE < tested:
             return None
         owner_of_cut = np.searchsorted(bstart, cuts, side="right") - 1
@@ -317,13 +318,22 @@ class BPE(VocabFile):
             # batch) outweigh what cutting saves (cl100k over code.txt's 6.9K distinct pieces, 72
             # of them cut: ~5 ms for nothing). Where they are common (a CJK document), it pays.
             return False
-        cuts, tested = self._cut.cuts(probe, np.zeros(1, dtype=np.int64))
+        cuts, tested = self._cut_table().cuts(probe, np.zeros(1, dtype=np.int64))
         if not len(cuts) or len(cuts) * CUT_SHARE < tested:
             return False
         key = np.sort(probe[cuts].astype(np.int64) << 16 | probe.take(cuts + 1, mode="clip").astype(np.int64) << 8
                       | probe.take(cuts + 2, mode="clip"))
         distinct = 1 + np.count_nonzero(key[1:] != key[:-1])  # (3 bytes from each cut: its char, about)
         return distinct * 5 < len(cuts) * 4
+
+    def _cut_table(self):
+        """The bpe_cuts.CutTable of the cut_windows section, loaded on first use (most English
+        and code never gets past _cuts_pay's first test, and then never pays for it)."""
+        if self._cut is None:
+            from .bpe_cuts import load_table
+
+            self._cut = load_table(self._f)
+        return self._cut
 
     def _many_part_ids(self, raw, joined, cps, char_at, starts, ends, counts, many):
         """The ids of the multi-char parts raw[starts[k]:ends[k]] back to back (uint32), their
@@ -559,10 +569,6 @@ class BPE(VocabFile):
             if len(self._atomic) and int((self._atomic & np.uint64(0xFFFFFFFF)).max()) >= len(self.off) - 1:
                 raise FormatError(f.path, "inconsistent file: token id outside the vocabulary",
                                   section="atomic_chars", offset=f.sections[mtok.SECTION_ATOMIC_CHARS][1])
-        if f.has(mtok.SECTION_CUT_WINDOWS):  # optional: older files never cut a piece
-            from .bpe_cuts import load_table
-
-            self._cut = load_table(f)
         if f.has(mtok.SECTION_PIECE_HASH):  # optional: older files merge every piece
             self._piece_hash = (np.frombuffer(f.view(mtok.SECTION_PIECE_HASH, mtok.U64), dtype="<u8"),
                            np.frombuffer(self.tb, dtype=np.uint8), np.frombuffer(self.off, dtype="<u4"))
