@@ -865,3 +865,76 @@ def test_run_alternative_found_and_exact(pid, flavor, k):
             else:
                 got.append((s, e))
         assert got == want, (text, got, want)
+
+
+# ----------------------------------------------------------------------------------------------
+# Tiling: the exporter's proof that findall's matches cover the text back to back
+# ----------------------------------------------------------------------------------------------
+
+
+def _covers(m: Mine, strings) -> bool:
+    """Whether, in each string searched alone, the matches tile it."""
+    for s in strings:
+        prev = 0
+        for a, b in m.spans(None, m.translate(s)):
+            if a != prev:
+                return False
+            prev = b
+        if prev != len(s):
+            return False
+    return True
+
+
+@pytest.mark.parametrize("pid,flavor,load", ALL, ids=_ids(ALL))
+def test_tiles_claim_holds(pid, flavor, load):
+    """Where compile_pattern says a pattern tiles, its matches cover every generated string (the
+    runtime then skips its coverage check); every real tokenizer's pattern is proved to tile."""
+    m = mine(load(), flavor)
+    if pid in _ids(REAL_PATTERNS):
+        assert m.cp.tiles, pid
+    if m.cp.tiles:
+        assert _covers(m, _generated()[0]), pid
+
+
+@pytest.mark.parametrize("pattern,gap", [
+    (r"\p{N}+|\s+", "ab 1"),  # no alternative takes a letter
+    (r"a?+a|[^a]", "ab"),  # the possessive a?+ takes the a that the branch needs
+    (r"\s+(?!\S)|\p{L}+|\p{N}+|[^\s\p{L}\p{N}]", " a"),  # a space before a non-space
+    (r"x*+x|[^x]", "x"),
+])
+def test_tiles_refused_where_a_gap_can_open(pattern, gap):
+    for flavor in ("onig", "fancy"):
+        m = mine(pattern, flavor)
+        assert not m.cp.tiles and not _covers(m, [gap]), (pattern, flavor)
+
+
+def test_tiles_is_sound_on_random_patterns():
+    """Random alternations of sequences over a few classes, quantifiers (possessive and lazy
+    too) and lookaheads: whenever one is said to tile, random texts over those classes tile; and
+    the proof is not vacuous."""
+    rng = random.Random(11)
+    atoms = [r"\p{L}", r"\p{N}", r"\s", r"[^\s\p{L}\p{N}]", "a", "[ab]", r"[^\r\n\p{L}\p{N}]", r"\p{Lu}", r"\p{Ll}"]
+    quants = ["", "?", "*", "+", "?+", "*+", "++", "{1,2}", "??", "+?"]
+    said, held, refused_tiling = 0, 0, 0
+    texts = ["".join(rng.choice("aAbB1 \n\r!é中") for _ in range(rng.randrange(1, 12))) for _ in range(300)]
+    for _ in range(400):
+        branches = []
+        for _b in range(rng.randrange(1, 5)):
+            items = [rng.choice(atoms) + rng.choice(quants) for _i in range(rng.randrange(1, 4))]
+            if rng.random() < 0.2:
+                items.append(rng.choice(["(?=a)", r"(?!\S)", r"(?=\s)"]))
+            branches.append("".join(items))
+        # Some catch-all branches after them (all: tiles; some: tiles when the others make up)
+        branches += [b for b in (r"\s+", r"\p{L}+", r"\p{N}", r"[^\s\p{L}\p{N}]+") if rng.random() < 0.7]
+        pattern = "|".join(branches)
+        try:
+            m = mine(pattern, "fancy")
+        except PatternError:
+            continue  # (can match empty)
+        if m.cp.tiles:
+            said += 1
+            assert _covers(m, texts), pattern
+            held += 1
+        elif _covers(m, texts):
+            refused_tiling += 1  # (conservative: tiles here, not proved)
+    assert said >= 50 and held == said and refused_tiling < said

@@ -140,3 +140,36 @@ def test_inverted_split_over_changed_text_is_recut_not_respanned(exported, corpu
     want = [[t[s:e] for s, e in step.spans(t)] for t in texts]
     monkeypatch.setattr(step, "spans", lambda text: pytest.fail("split_fast walked the matches"))
     assert [pipe.split_fast(t) for t in texts] == want
+
+
+def test_tiles_flag_and_a_pattern_with_gaps(exported, testdata, tmp_path):
+    """The real patterns are exported with `tiles` (the runtime takes findall's matches as the
+    pieces unchecked); a Split whose matches leave gaps (letters no alternative takes) is not,
+    and its gaps stay pieces of their own, as tokenizers makes them. A file without the flag
+    (older) encodes alike."""
+    import json
+
+    from conftest import export_variant, model_source
+    from test_hostile_files import with_meta, write
+
+    assert tokmap.load(exported("llama3")).pipeline.fast_split.tiles
+    assert tokmap.load(exported("cl100k_base")).pipeline.fast_split.tiles
+    doc = json.loads(model_source(testdata, "llama3").read_text(encoding="utf-8"))
+    split = doc["pre_tokenizer"]["pretokenizers"][0]
+    assert split["type"] == "Split"
+    split["pattern"]["Regex"] = r"\p{N}+|\s+"
+    ref, tok = export_variant(doc, tmp_path, "gaps")
+    assert not tok.pipeline.fast_split.tiles
+    rng = random.Random(4)
+    text = " ".join("".join(rng.choice("ab1 é中\n") for _ in range(rng.randrange(1, 9))) for _ in range(400))
+    assert tok.encode(text) == ref.encode(text).ids
+
+    def untiled(meta):
+        for step in meta["pre_tokenizer"]:
+            step.pop("tiles", None)
+
+    path = exported("llama3")
+    old = tokmap.load(write(tmp_path, with_meta(path, untiled), "untiled.mtok"))
+    assert not old.pipeline.fast_split.tiles
+    text = "Hello, world! 123 日本語 " * 50
+    assert old.encode(text) == tokmap.load(path).encode(text)

@@ -145,6 +145,8 @@ def _split_step(d, pattern, literal, flavor, behavior, invert, blobs) -> dict:
         field = {"tekken": "config.pattern", "hf_json": "pre_tokenizer.pattern"}.get(d.source_format)
         raise SourceError(d.source_path, f"split pattern cannot be compiled exactly: {e}", field=field) from None
     step["regex"] = cp.py_pattern
+    if cp.tiles:
+        step["tiles"] = True
     if cp.runs_pattern:
         step["runs"] = {"regex": cp.runs_pattern, "set": cp.run_set, "k": cp.run_k}
     step["regex_bmp"] = cp.py_pattern_bmp

@@ -63,6 +63,7 @@ class CompiledPattern:
     unicode_version: str
     py_pattern_bmp: str = ""
     py_pattern_full: str = ""
+    tiles: bool = False  # its matches always cover the text back to back (tiles())
     runs_pattern: str = ""  # py_pattern with its D{1,k} alternative as D++ (_run_branch), or ""
     run_set: str = ""  # ... D as py_pattern spells it
     run_k: int = 0  # ... and k
@@ -886,6 +887,43 @@ def _run_branch(ast):
     return None
 
 
+def _sure(node) -> tuple:
+    """The chars c at which node matches at least one char whatever follows (a set): where the
+    match cannot fail. A set and a repeat of one with a minimum of 1 match there; a sequence
+    where its first item that must consume does, unless an optional set before it could take
+    c (counted out: a possessive one would keep it) and as long as every item after it can match
+    empty (repeats with a minimum of 0: no lookaround, no anchor); an alternation where any
+    branch does (an earlier branch that matches instead matches non-empty too, since the pattern
+    never matches empty). Conservative: any other node contributes nothing."""
+    kind = node[0]
+    if kind == "set":
+        return node[1]
+    if kind == "atomic":
+        return _sure(node[1])
+    if kind == "repeat":
+        return _sure(node[1]) if node[2] >= 1 else ()
+    if kind == "alt":
+        return _cs_union(*(_sure(b) for b in node[1]))
+    if kind != "seq":
+        return ()
+    items, taken = node[1], ()
+    for k, item in enumerate(items):
+        if item[0] == "repeat" and item[2] == 0 and item[1][0] == "set":  # an optional set before it
+            taken = _cs_union(taken, item[1][1])
+            continue
+        if not all(later[0] == "repeat" and later[2] == 0 for later in items[k + 1:]):
+            return ()
+        return _cs_complement(_cs_union(_cs_complement(_sure(item)), taken))  # (sure(item) - taken)
+    return ()
+
+
+def tiles(ast) -> bool:
+    """Whether findall's matches always cover the text back to back: the pattern never matches
+    empty and matches at every code point (_sure), so each search starts where the last match
+    ended and matches there. The runtime then skips checking that the pieces cover the text."""
+    return _min_len(ast) >= 1 and _sure(ast) == (0, _NCP)
+
+
 def _cs_intersects(a, b) -> bool:
     return _cs_union(_cs_complement(a), _cs_complement(b)) != (0, _NCP)
 
@@ -1089,6 +1127,7 @@ def compile_pattern(pattern: str, flavor: str, allow_empty: bool = False) -> Com
     table, members = _partition(sets)
     set_text = {s: _emit_set(m) for s, m in zip(sets, members)}
     runs = _run_branch(ast)
+    whole_cover = tiles(ast)
     runs_pattern = run_set = ""
     if runs is not None:
         i, d, k = runs
@@ -1113,4 +1152,5 @@ def compile_pattern(pattern: str, flavor: str, allow_empty: bool = False) -> Com
     return CompiledPattern(py_pattern=py_pattern, class_index=bytes(index),
                            class_blocks=bytes(blocks), unicode_version=UNICODE_VERSION,
                            py_pattern_bmp=py_pattern_bmp, py_pattern_full=py_pattern_full,
-                           runs_pattern=runs_pattern, run_set=run_set, run_k=runs[2] if runs else 0)
+                           runs_pattern=runs_pattern, run_set=run_set, run_k=runs[2] if runs else 0,
+                           tiles=whole_cover)

@@ -206,7 +206,7 @@ class Pipeline:
                     long = None
         parts = regex.findall(t)
         if t is text:  # the matches are the pieces (when they cover the text, or only matches count)
-            if step.invert or sum(map(len, parts)) == len(text):
+            if step.invert or step.tiles or sum(map(len, parts)) == len(text):
                 return parts, long
             return [text[s:e] for s, e in step.spans(text)], None
         ends = list(accumulate(map(len, parts)))

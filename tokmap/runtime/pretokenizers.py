@@ -142,6 +142,8 @@ class SplitStep(SpanStep):
         # each run of D chars one match, which the model cuts into k-char pieces (absent: None).
         self.runs = step.get("runs")
         self._runs_regex = self._run_others = None
+        # The exporter proved that the matches always cover the text back to back (regex_compile.tiles).
+        self.tiles = step.get("tiles") is True
 
     def run_others(self) -> bytes:
         """The bytes of a translated text's alphabet (chars < 256) outside the run class: deleting
