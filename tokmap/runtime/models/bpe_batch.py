@@ -84,7 +84,12 @@ def whole_tokens(table: np.ndarray, tb: np.ndarray, off: np.ndarray, raw: np.nda
     if len(table):
         q = (np.flatnonzero(present[(h >> np.uint64(32 - FILTER_BITS)).astype(np.int64)]) if present is not None
              else np.arange(len(h)))
-        idx = np.searchsorted(table, h[q] << np.uint64(32))
+        keys = h[q] << np.uint64(32)
+        # Searched in ascending order, each binary search starts near the last one's: about half
+        # the time of random probes into a table of MBs (gpt4o, 7.7K words: 1.1 -> 0.5 ms).
+        order = np.argsort(keys)
+        idx = np.empty(len(keys), dtype=np.int64)
+        idx[order] = np.searchsorted(table, keys[order])
         for _probe in range(2):
             np.minimum(idx, len(table) - 1, out=idx)
             cand = table[idx]
@@ -227,7 +232,12 @@ class BatchMerger:
             self.build_codes()
         if not self.m:
             return np.full(len(q) if inverse is None else len(inverse), self.nopair, dtype=self.dtype)
-        idx = np.searchsorted(self.keys, q)
+        if inverse is None and len(q) > 64:  # (in ascending order: see whole_tokens)
+            order = np.argsort(q)
+            idx = np.empty(len(q), dtype=np.int64)
+            idx[order] = np.searchsorted(self.keys, q[order])
+        else:
+            idx = np.searchsorted(self.keys, q)
         np.minimum(idx, self.m - 1, out=idx)
         out = np.where(self.keys[idx] == q, self._code[idx], self.nopair)
         return out if inverse is None else out[inverse]
