@@ -726,9 +726,15 @@ def test_meta_wrong_types_and_missing_keys(gpt2, tmp_path, case):
     check_error(e, p, section, offset, match)
 
 
+def legacy_added(path, tmp_path, payload: bytes) -> pathlib.Path:
+    """The file as written before the added_columns section: its added tokens a JSON list (payload)."""
+    bare = write(tmp_path, with_section(path, mtok.SECTION_ADDED_COLUMNS, None), "bare.mtok")
+    return write(tmp_path, with_section(bare, mtok.SECTION_ADDED_TOKENS, payload, mtok.U8), "legacy.mtok")
+
+
 def test_deep_json_in_meta_and_added_tokens_fails_cleanly(gpt2, tmp_path):
     deep = b"[" * 200_000 + b"]" * 200_000
-    p = write(tmp_path, with_section(gpt2, mtok.SECTION_ADDED_TOKENS, deep))
+    p = legacy_added(gpt2, tmp_path, deep)
     e = first_format_error(p)
     check_error(e, p, "added_tokens", Container(p.read_bytes()).entry(mtok.SECTION_ADDED_TOKENS)["offset"],
                 "invalid JSON")
@@ -761,7 +767,7 @@ ADDED_CASES = [
 def test_added_tokens_garbage(request, tmp_path, model, case):
     _id, payload, match = case
     path = request.getfixturevalue(model)
-    p = write(tmp_path, with_section(path, mtok.SECTION_ADDED_TOKENS, payload))
+    p = legacy_added(path, tmp_path, payload)
     tok = tokmap.load(p)  # parsed on first use, not at load
     assert tok._added is None
     e = first_format_error(p)
@@ -770,13 +776,64 @@ def test_added_tokens_garbage(request, tmp_path, model, case):
 
 
 def test_added_tokens_checksum_checked_on_first_use(gpt2, tmp_path):
-    data = bytearray(gpt2.read_bytes())
-    e = Container(bytes(data)).entry(mtok.SECTION_ADDED_TOKENS)
-    data[e["offset"] + 1] ^= 0x20
-    p = write(tmp_path, bytes(data))
-    tokmap.load(p)
-    err = first_format_error(p)
-    check_error(err, p, "added_tokens", e["offset"], "checksum mismatch")
+    for sid, name in ((mtok.SECTION_ADDED_COLUMNS, "added_columns"), (mtok.SECTION_ADDED_TOKENS, "added_tokens")):
+        src = gpt2 if sid == mtok.SECTION_ADDED_COLUMNS else legacy_added(
+            gpt2, tmp_path, json.dumps([[50256, "<|endoftext|>", True, False, False, False, False]]).encode())
+        data = bytearray(src.read_bytes())
+        e = Container(bytes(data)).entry(sid)
+        data[e["offset"] + 1] ^= 0x20
+        p = write(tmp_path, bytes(data), f"flip{sid}.mtok")
+        tokmap.load(p)
+        err = first_format_error(p)
+        check_error(err, p, name, e["offset"], "checksum mismatch")
+
+
+def _columns(ids, contents, flags, n=None, nbytes=None, ends=None) -> bytes:
+    data = "".join(contents).encode("utf-8")
+    if ends is None:
+        ends = [sum(map(len, contents[:k + 1])) for k in range(len(contents))]
+    return (mtok.ADDED_COLUMNS.pack(len(ids) if n is None else n, len(data) if nbytes is None else nbytes)
+            + struct.pack(f"<{len(ids)}I", *ids) + struct.pack(f"<{len(ends)}I", *ends) + bytes(flags) + data)
+
+
+COLUMN_CASES = [
+    ("empty", b"", "shorter than their header"),
+    ("header-only", mtok.ADDED_COLUMNS.pack(2, 0), "need 26"),
+    ("count-too-high", _columns([50256], ["<|endoftext|>"], [1], n=2), "bytes, where the header's counts"),
+    ("bytes-too-few", _columns([50256], ["<|endoftext|>"], [1], nbytes=3), "bytes, where the header's counts"),
+    ("not-utf8", _columns([50256], ["<|endoftext|>"], [1])[:-1] + b"\xff", "not UTF-8"),
+    ("empty-content", _columns([50256, 50255], ["", "<|x|>"], [1, 0]), "content ends do not rise"),
+    ("ends-past-text", _columns([50256], ["<|endoftext|>"], [1], ends=[40]), "content ends do not rise"),
+    ("ends-falling", _columns([50256, 50255], ["<|a|>", "<|b|>"], [1, 1], ends=[5, 3]), "content ends do not rise"),
+    ("flag-bit-5", _columns([50256], ["<|endoftext|>"], [0x21]), "a bit past the five fields"),
+    ("id-out-of-range", _columns([10**9], ["<|endoftext|>"], [1]), "outside the vocabulary"),
+]
+
+
+@pytest.mark.parametrize("case", COLUMN_CASES, ids=[c[0] for c in COLUMN_CASES])
+def test_added_columns_garbage(gpt2, tmp_path, case):
+    _id, payload, match = case
+    p = write(tmp_path, with_section(gpt2, mtok.SECTION_ADDED_COLUMNS, payload, mtok.U8))
+    assert tokmap.load(p)._added is None  # parsed on first use, not at load
+    e = first_format_error(p)
+    assert e is not None, "garbage added columns were accepted"
+    check_error(e, p, "added_columns", Container(p.read_bytes()).entry(mtok.SECTION_ADDED_COLUMNS)["offset"], match)
+
+
+def test_added_columns_equal_the_json_list(llama3, tmp_path):
+    """The columns hold what the JSON list of older files held: each token's id, content and five
+    flags, read back alike (both flags of every kind set somewhere)."""
+    tok = tokmap.load(llama3)
+    fields = ("id", "content") + mtok.ADDED_FLAGS
+    rows = [[getattr(a, f) for f in fields] for a in tok.added_tokens]
+    for k in range(2, 7):  # (each flag field as Llama 3 has it is one value throughout: one flipped)
+        rows[k * 3][k] = not rows[k * 3][k]
+    legacy = tokmap.load(legacy_added(llama3, tmp_path, json.dumps(rows).encode()))
+    cols = tokmap.load(write(tmp_path, with_section(llama3, mtok.SECTION_ADDED_COLUMNS, _columns(
+        [r[0] for r in rows], [r[1] for r in rows],
+        [sum(bool(v) << k for k, v in enumerate(r[2:])) for r in rows]), mtok.U8), "cols.mtok"))
+    assert [tuple(a) for a in cols.added_tokens] == [tuple(a) for a in legacy.added_tokens] == [tuple(r) for r in rows]
+    assert all(any(r[k] for r in rows) and not all(r[k] for r in rows) for k in range(2, 7))
 
 
 # -- bit flips and verify ----------------------------------------------------------------------------------------
@@ -814,7 +871,7 @@ def test_verify_catches_a_flip_in_every_section(request, tmp_path, model):
             MtokFile(p).verify()
         check_error(ei.value, p, name, e["offset"], "checksum mismatch")
     assert {"meta", "token_bytes", "token_offsets", "sorted_ids", "merge_keys", "merge_results",
-            "added_tokens", "byte_ids", "blob0", "blob1"} <= names
+            "added_columns", "byte_ids", "blob0", "blob1"} <= names
     assert ("merge_ranks" in names) == (model == "gpt2_ranked")
     tokmap.load(path, verify=True).verify()  # the intact file passes
 

@@ -9,6 +9,8 @@ already been refused by the reader.
 from __future__ import annotations
 
 import json
+import struct
+from itertools import accumulate
 from array import array
 
 from .. import __version__, bytelevel, mtok
@@ -113,13 +115,22 @@ def build_sections(d: TokenizerDef) -> dict[int, tuple[int, bytes]]:
         },
     }
     sections[mtok.SECTION_META] = (mtok.U8, json.dumps(meta, ensure_ascii=False, sort_keys=True).encode("utf-8"))
-    added = [[a.id, a.content, a.special, a.normalized, a.lstrip, a.rstrip, a.single_word] for a in d.added_tokens]
-    sections[mtok.SECTION_ADDED_TOKENS] = (mtok.U8, json.dumps(added, ensure_ascii=False).encode("utf-8"))
+    sections[mtok.SECTION_ADDED_COLUMNS] = (mtok.U8, added_columns(d.added_tokens))
     if d.chat_template is not None:
         sections[mtok.SECTION_CHAT_TEMPLATE] = (mtok.U8, d.chat_template.encode("utf-8"))
     for k, (dtype, payload) in enumerate(blobs.items):
         sections[mtok.BLOB_BASE + k] = (dtype, payload)
     return sections
+
+
+def added_columns(tokens) -> bytes:
+    """The added_columns section (mtok.ADDED_COLUMNS) of these added tokens."""
+    n = len(tokens)
+    data = "".join(a.content for a in tokens).encode("utf-8")
+    ends = list(accumulate(len(a.content) for a in tokens))
+    flags = bytes(sum(bool(getattr(a, name)) << k for k, name in enumerate(mtok.ADDED_FLAGS)) for a in tokens)
+    return (mtok.ADDED_COLUMNS.pack(n, len(data)) + struct.pack(f"<{n}I", *(a.id for a in tokens))
+            + struct.pack(f"<{n}I", *ends) + flags + data)
 
 
 def _ranges(ids: list[int]) -> list[list[int]]:

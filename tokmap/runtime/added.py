@@ -10,7 +10,9 @@ from __future__ import annotations
 import re
 from functools import partial
 from itertools import groupby
-from operator import itemgetter
+from operator import itemgetter, lt
+
+from .. import mtok
 
 # Rust's char::is_whitespace (Unicode White_Space), fixed since Unicode 6.
 WHITE_SPACE = frozenset("\t\n\x0b\x0c\r \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008"
@@ -59,6 +61,40 @@ def parse(items) -> list[AddedToken]:
                     or any(type(v) is not t for v, t in zip(it, _FIELD_TYPES)):
                 raise ValueError(f"bad added-token entry {str(it)[:60]}")
     return list(map(partial(tuple.__new__, AddedToken), items))
+
+
+_BITS = [bytes((b >> k) & 1 for b in range(256)) for k in range(len(mtok.ADDED_FLAGS))]  # byte -> its bit k
+
+
+def parse_columns(data, vocab_size: int) -> list[AddedToken]:
+    """The added_columns section (mtok.ADDED_COLUMNS: a memoryview) as AddedTokens; ValueError
+    naming the field that is inconsistent, or an id outside the vocabulary. Each column is one
+    C-level pass: the contents one decode and a slice each, every flag field one translate."""
+    head = mtok.ADDED_COLUMNS
+    if len(data) < head.size:
+        raise ValueError("added columns: shorter than their header")
+    n, nbytes = head.unpack_from(data)
+    at = head.size
+    if len(data) != at + 9 * n + nbytes:
+        raise ValueError(f"added columns: {len(data)} bytes, where the header's counts ({n} tokens, "
+                         f"{nbytes} content bytes) need {at + 9 * n + nbytes}")
+    ids = data[at:at + 4 * n].cast("I").tolist()
+    if n and max(ids) >= vocab_size:
+        raise ValueError(f"added token id {next(i for i in ids if i >= vocab_size)} outside the vocabulary")
+    ends = data[at + 4 * n:at + 8 * n].cast("I").tolist()
+    flags = bytes(data[at + 8 * n:at + 9 * n])
+    try:
+        text = bytes(data[at + 9 * n:]).decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise ValueError(f"added columns: contents are not UTF-8 ({e.reason} at byte {e.start})") from None
+    starts = [0, *ends[:-1]]
+    if n and (ends[-1] != len(text) or not all(map(lt, starts, ends))):
+        raise ValueError("added columns: content ends do not rise to the contents' length (each content non-empty)")
+    if flags.translate(None, bytes(range(1 << len(mtok.ADDED_FLAGS)))):
+        raise ValueError("added columns: a flag byte with a bit past the five fields")
+    cols = [ids, list(map(text.__getitem__, map(slice, starts, ends)))]
+    cols += [list(map(bool, flags.translate(bit))) for bit in _BITS]
+    return list(map(partial(tuple.__new__, AddedToken), zip(*cols)))
 
 
 class Matcher:

@@ -154,8 +154,8 @@ class Tokenizer:
         self._pool = None
 
     # -- loading helpers ----------------------------------------------------------------------
-    def _json_section(self, sid, typ):
-        """Small json sections are always checksummed: a flipped bit there must not run."""
+    def _checked(self, sid):
+        """A small section's bytes, checksummed first: a flipped bit there must not run."""
         _dt, off, length, crc = self._f.sections.get(sid, (None, None, None, None))
         if off is None:
             raise FormatError(self.path, "section is missing", section=mtok.section_name(sid))
@@ -163,6 +163,12 @@ class Tokenizer:
         if zlib.crc32(raw) != crc:
             raise FormatError(self.path, "checksum mismatch (file corrupted)", section=mtok.section_name(sid),
                               offset=off)
+        return raw
+
+    def _json_section(self, sid, typ):
+        """A small JSON section, checksummed (_checked) and parsed."""
+        raw = self._checked(sid)
+        off = self._f.sections[sid][1]
         try:
             val = json.loads(bytes(raw))
         except (ValueError, UnicodeDecodeError, RecursionError) as e:
@@ -192,17 +198,22 @@ class Tokenizer:
     def added_tokens(self) -> list:
         if self._added is None:
             added = []
-            if self._f.has(mtok.SECTION_ADDED_TOKENS):
-                off = self._f.sections[mtok.SECTION_ADDED_TOKENS][1]
+            f = self._f
+            sid = mtok.SECTION_ADDED_COLUMNS if f.has(mtok.SECTION_ADDED_COLUMNS) else mtok.SECTION_ADDED_TOKENS
+            if f.has(sid):  # (the JSON list in files from before the columns)
+                off = f.sections[sid][1]
                 try:
-                    added = added_mod.parse(self._json_section(mtok.SECTION_ADDED_TOKENS, list))
+                    if sid == mtok.SECTION_ADDED_COLUMNS:  # (its ids are u32: checked against the vocabulary there)
+                        self._added = added_mod.parse_columns(self._checked(sid), self.vocab_size)
+                        return self._added
+                    added = added_mod.parse(self._json_section(sid, list))
                 except ValueError as e:
-                    raise FormatError(self.path, str(e), section="added_tokens", offset=off) from None
+                    raise FormatError(self.path, str(e), section=mtok.section_name(sid), offset=off) from None
                 ids = [a[0] for a in added]  # (AddedToken is a tuple: id first)
                 if ids and not (0 <= min(ids) and max(ids) < self.vocab_size):
                     bad = next(i for i in ids if not 0 <= i < self.vocab_size)
                     raise FormatError(self.path, f"added token id {bad} outside the vocabulary",
-                                      section="added_tokens", offset=off)
+                                      section=mtok.section_name(sid), offset=off)
             self._added = added
         return self._added
 
