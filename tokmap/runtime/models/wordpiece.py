@@ -7,11 +7,13 @@ Vocabulary lookups binary-search the mapped file until a str -> id dict pays for
 it costs ~5 ms for BERT's 30K tokens from the token_text section (~9 ms a token at a time without
 one), more than a whole short encode, so it is built after DICT_AFTER lookups. A call with many
 distinct new words (a document) splits them in numpy instead (wordpiece_batch.py), through the
-file's hash tables, and needs no dict; files without the tables build the dict for such a call.
+file's hash tables, and needs no dict, once numpy is imported; otherwise such a call builds the dict.
 Results are memoised per piece.
 """
 
 from __future__ import annotations
+
+import sys
 
 from ... import mtok
 from ...errors import FormatError
@@ -20,7 +22,7 @@ from .vocab import VocabFile
 
 DICT_AFTER = 2048  # binary-search lookups (~8 us each) after which the str -> id dict is built
 DICT_WORDS = 256  # pieces in one call from which the dict is built up front (files without hash tables)
-BATCH_WORDS = 64  # distinct new words in one call from which they are split in numpy
+BATCH_WORDS = 64  # distinct new words in one call from which they are split in numpy (once imported)
 
 
 class WordPiece(VocabFile):
@@ -134,7 +136,7 @@ class WordPiece(VocabFile):
 
     def word_parts(self, words: list[str]) -> list[tuple[int, ...]]:
         """encode_words' ids of each piece, a tuple per piece."""
-        if self._vocab is None and len(words) >= DICT_WORDS and not self._batch_tables():
+        if self._vocab is None and len(words) >= DICT_WORDS and not self._batch_pays(len(words)):
             self._words()
         return cached_parts(self.ids_cache, words, encode_many=self._encode_many)
 
@@ -142,7 +144,7 @@ class WordPiece(VocabFile):
         """encode_piece of many distinct words: in numpy when they are many and the file has the
         tables, else those that are one token from one C-level pass of dict lookups (most are),
         the rest split."""
-        if self._vocab is None and len(words) >= BATCH_WORDS and "" not in words and self._batch_tables():
+        if self._vocab is None and "" not in words and self._batch_pays(len(words)):
             from .wordpiece_batch import TableError, encode
 
             try:
@@ -159,6 +161,12 @@ class WordPiece(VocabFile):
                 if len(w) > limit:
                     out[k] = (self.unk_id,)
         return out
+
+    def _batch_pays(self, n: int) -> bool:
+        """Whether n distinct new words go to the numpy batch: they are many, the file has its
+        tables, and numpy is imported already (its import, ~110 ms, is more than the dict costs:
+        the batch only spares a first call the dict's ~5 ms)."""
+        return n >= BATCH_WORDS and "numpy" in sys.modules and bool(self._batch_tables())
 
     def _batch_tables(self):
         """The file's wordpiece_batch.Tables, checksummed and loaded on first use; False when it
