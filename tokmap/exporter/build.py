@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import json
 import struct
-from itertools import accumulate
 from array import array
+from itertools import accumulate
 
 from .. import __version__, bytelevel, mtok
 from ..definition import TokenizerDef
