@@ -158,3 +158,24 @@ def test_no_numpy_import_for_the_batch(testdata, tmp_path):
     out = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True,
                          check=True, cwd=pathlib.Path(__file__).parent.parent).stdout.split()
     assert out[:2] == ["False", "True"] and int(out[2]) > 1200
+
+
+def test_batch_words_are_not_split_again(exported, monkeypatch):
+    """A call with more new words than the word cache holds empties it; the batch's own memo
+    keeps their ids, so the next call splits none of them again (a multilingual document
+    encoded twice: 120K words), and both calls give the same ids."""
+    from tokmap.runtime import models
+
+    monkeypatch.setattr(models, "WORD_CACHE_MAX", 100)
+    monkeypatch.setattr(wordpiece, "BATCH_MEMO_MAX", 10_000)
+    model = tokmap.load(exported("minilm")).model
+    sent = []
+    real = wordpiece_batch.encode
+    monkeypatch.setattr(wordpiece_batch, "encode", lambda words, *a: sent.append(len(words)) or real(words, *a))
+    words = [f"w{k}q" for k in range(3000)] + ["x" * 80]
+    first = model.word_parts(words)
+    assert not model.ids_cache and sent == [len(words)]
+    assert model.word_parts(words) == first and sent == [len(words), 1]  # (only the 80-char word: too long to keep)
+    assert first == _scalar(exported("minilm"))._encode_many(words)
+    model.word_parts([f"v{k}z" for k in range(9000)])  # past BATCH_MEMO_MAX: emptied, then these kept
+    assert len(model.batch_ids) == 9000

@@ -14,15 +14,18 @@ Results are memoised per piece.
 from __future__ import annotations
 
 import sys
+from itertools import compress, repeat
+from operator import is_
 
 from ... import mtok
 from ...errors import FormatError
-from . import cached_parts, concat
+from . import WORD_CACHE_LEN, cached_parts, concat
 from .vocab import VocabFile
 
 DICT_AFTER = 2048  # binary-search lookups (~8 us each) after which the str -> id dict is built
 DICT_WORDS = 256  # pieces in one call from which the dict is built up front (files without hash tables)
 BATCH_WORDS = 64  # distinct new words in one call from which they are split in numpy (once imported)
+BATCH_MEMO_MAX = 1 << 20  # words the batch remembers (up to WORD_CACHE_LEN chars); emptied past this
 
 
 class WordPiece(VocabFile):
@@ -39,6 +42,7 @@ class WordPiece(VocabFile):
         self._searches = 0
         self.find = self._search  # text -> id | None: binary search, then the dict's get
         self._tables = None  # wordpiece_batch.Tables, once loaded (False: the file has none)
+        self.batch_ids: dict[str, tuple[int, ...]] = {}  # the batch's words (_encode_batch)
 
     def _words(self) -> dict[str, int]:
         """Token text -> id, built once a call or the searches before it show it pays (see the
@@ -145,12 +149,7 @@ class WordPiece(VocabFile):
         tables, else those that are one token from one C-level pass of dict lookups (most are),
         the rest split."""
         if self._vocab is None and "" not in words and self._batch_pays(len(words)):
-            from .wordpiece_batch import TableError, encode
-
-            try:
-                return encode(words, self._tables, self.unk_id, self.max_chars)
-            except TableError as e:
-                self._refuse(e)
+            return self._encode_batch(words)
         got = list(map(self.find, words))
         out = list(zip(got))
         limit = self.max_chars
@@ -161,6 +160,26 @@ class WordPiece(VocabFile):
                 if len(w) > limit:
                     out[k] = (self.unk_id,)
         return out
+
+    def _encode_batch(self, words: list[str]) -> list[tuple[int, ...]]:
+        """_encode_many in numpy, for the words batch_ids does not hold. (The word cache of
+        cached_parts empties once a call brings more than WORD_CACHE_MAX new words, as a
+        multilingual document does: the words it forgot are not split again on the next call.)"""
+        from .wordpiece_batch import TableError, encode
+
+        memo = self.batch_ids
+        got = list(map(memo.get, words))
+        if None not in got:
+            return got
+        todo = list(compress(words, map(is_, got, repeat(None))))
+        try:
+            fresh = dict(zip(todo, encode(todo, self._tables, self.unk_id, self.max_chars)))
+        except TableError as e:
+            self._refuse(e)
+        if len(memo) + len(fresh) > BATCH_MEMO_MAX:
+            memo.clear()
+        memo.update(compress(fresh.items(), map(WORD_CACHE_LEN.__ge__, map(len, fresh))))
+        return list(map(fresh.get, words, got))  # a new word's ids, else the memo's
 
     def _batch_pays(self, n: int) -> bool:
         """Whether n distinct new words go to the numpy batch: they are many, the file has its
