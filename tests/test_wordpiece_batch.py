@@ -179,3 +179,15 @@ def test_batch_words_are_not_split_again(exported, monkeypatch):
     assert first == _scalar(exported("minilm"))._encode_many(words)
     model.word_parts([f"v{k}z" for k in range(9000)])  # past BATCH_MEMO_MAX: emptied, then these kept
     assert len(model.batch_ids) == 9000
+
+
+def test_batch_still_serves_once_the_dict_exists(exported, monkeypatch):
+    """Short calls that build the dict (DICT_AFTER searches) do not turn the batch off: a later
+    call's many new words still go to it, and its memo (test above) keeps serving them."""
+    model = tokmap.load(exported("minilm")).model
+    model._words()  # as DICT_AFTER searches would
+    sent = []
+    real = wordpiece_batch.encode
+    monkeypatch.setattr(wordpiece_batch, "encode", lambda words, *a: sent.append(len(words)) or real(words, *a))
+    words = [f"w{k}q" for k in range(500)]
+    assert model.word_parts(words) == _scalar(exported("minilm"))._encode_many(words) and sent == [500]

@@ -148,7 +148,7 @@ class WordPiece(VocabFile):
         """encode_piece of many distinct words: in numpy when they are many and the file has the
         tables, else those that are one token from one C-level pass of dict lookups (most are),
         the rest split."""
-        if self._vocab is None and "" not in words and self._batch_pays(len(words)):
+        if "" not in words and self._batch_pays(len(words)):
             return self._encode_batch(words)
         got = list(map(self.find, words))
         out = list(zip(got))
