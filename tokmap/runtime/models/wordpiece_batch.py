@@ -5,8 +5,9 @@ dict from the vocabulary costs a first call ~6 ms for BERT's 30K tokens: a fifth
 250 KiB document. Here the words' UTF-8 bytes are one array, and a round takes every unfinished
 word's candidates at once: the next piece starts where the last one ended and ends at any char
 boundary, up to the longest token's length. All of them are hashed (bpe_batch.piece_hashes: edge
-bytes and length), found in the file's sorted hash tables (every entry of the hash, so that
-tokens sharing one are all tried) and compared byte for byte with the vocabulary. As in the
+bytes and length), found in the file's sorted hash tables (every entry in the hash's bucket of
+leading bits, so that tokens sharing a hash are all tried) and compared byte for byte with the
+vocabulary. As in the
 scalar loop, the longest candidate found is the word's next piece, and a word with a position
 where none is found becomes one unk.
 
