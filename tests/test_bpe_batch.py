@@ -345,3 +345,48 @@ def test_misses_in_batches_equal_one_batch(monkeypatch, exported, corpus):
     assert tok.encode(text) == want
     assert len(calls) > 10 and max(calls) == 97
     assert set(tok.pipeline.split_fast(text)) <= set(tok.model.piece_cache)
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_merge_chars_equals_sequential_bpe(seed):
+    """BatchMerger.merge_chars (the closed form for words of 1-3 byte symbols) against the textbook
+    loop on random tables over six bytes, every word of those bytes: which pair merges first (ties
+    included, and tiktoken-style tables where the rank is the result), and the pair that merge makes."""
+    rng = random.Random(f"chars-{seed}")
+    table = random_table(rng, 6, rng.choice([8, 20, 40]), shared_ranks=seed % 2 == 1)
+    base = list(range(6))
+    if seed % 4 >= 2:
+        table, base = ranked_by_result(table, rng, 6)
+    merger = merger_for(table)
+    byte_ids = np.full(256, mtok.NO_ID, dtype=np.int64)
+    byte_ids[:6] = base
+    words = [w for n in (1, 2, 3) for w in np.ndindex(*(6,) * n)]
+    width = np.array([len(w) for w in words], dtype=np.int64)
+    padded = np.array([list(w) + [0] * (3 - len(w)) for w in words], dtype=np.int64)
+    flat, counts = merger.merge_chars(padded[:, 0], padded[:, 1], padded[:, 2], width, byte_ids)
+    got, pos = [], 0
+    for c in counts.tolist():
+        got.append(flat[pos:pos + c].tolist())
+        pos += c
+    expect = [reference_bpe([base[b] for b in w], table) for w in words]
+    assert got == expect
+    # (each case met: a word of three left whole, merged once, merged twice)
+    assert {len(e) for e, w in zip(expect, words) if len(w) == 3} == {1, 2, 3}
+
+
+@pytest.mark.parametrize("name", ["cl100k_base", "llama3"])
+def test_merge_chars_on_every_char_equals_the_batch_merge(name, exported):
+    """BPE._merge_chars over every BMP char and a sample of astral ones (4 bytes: the batch merge's
+    share, put back in place) equals _merge_ranges, which merges them all in rounds."""
+    model = tokmap.load(exported(name)).pipeline.model
+    model._start_batch()
+    cps = [c for c in range(0x20, 0x10000) if not 0xD800 <= c < 0xE000] + list(range(0x1F300, 0x1F700, 7))
+    random.Random(3).shuffle(cps)
+    raw_bytes = "".join(map(chr, cps)).encode("utf-8")
+    raw = np.frombuffer(raw_bytes, dtype=np.uint8)
+    width = np.array([len(chr(c).encode("utf-8")) for c in cps], dtype=np.int64)
+    starts = np.cumsum(width) - width
+    flat, counts = model._merge_chars(raw, starts, width)
+    ref_flat, ref_counts = model._merge_ranges(raw, starts, starts + width)
+    assert counts.tolist() == ref_counts.tolist() and flat.tolist() == ref_flat.tolist()
+    assert set(counts[width == 3].tolist()) >= {1, 2}

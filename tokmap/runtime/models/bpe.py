@@ -262,7 +262,7 @@ class BPE(VocabFile):
             first = np.empty(top, dtype=np.int64)  # (read only where written)
             first[cps[::-1]] = one[::-1]  # (any occurrence will do: each is that char's bytes)
             at = starts[first[new]]
-            got = self._merge_ranges(raw, at, at + width[first[new]])
+            got = self._merge_chars(raw, at, width[first[new]])
             if got is None:
                 return None
             chars.add(new, *got)
@@ -494,6 +494,38 @@ class BPE(VocabFile):
         got = merge_piece(len(raw), char_starts(raw), lambda starts, ends: self._merge_ranges(raw, starts, ends),
                           self._token_lengths())
         return None if got is None else [tuple(got.tolist())]
+
+    def _merge_chars(self, raw, starts, width):
+        """_merge_ranges of single chars raw[starts[k]:starts[k] + width[k]]: those of up to 3 bytes
+        in closed form (BatchMerger.merge_chars), 4-byte ones by the batch merge."""
+        import numpy as np
+
+        long = width > 3
+        if long.all():
+            return self._merge_ranges(raw, starts, starts + width)
+        b0 = raw[starts].astype(np.int64)  # (clip keeps a last char's unused bytes in range)
+        b1 = raw.take(starts + 1, mode="clip").astype(np.int64)
+        b2 = raw.take(starts + 2, mode="clip").astype(np.int64)
+        used = np.arange(3) < width[:, None]
+        if (self._byte_ids_np[np.stack((b0, b1, b2), axis=1)[used]] == mtok.NO_ID).any():
+            return None  # (a byte with no token: the scalar path's)
+        if not long.any():
+            return self._batch.merge_chars(b0, b1, b2, width, self._byte_ids_np)
+        short = np.flatnonzero(~long)
+        flat_s, count_s = self._batch.merge_chars(b0[short], b1[short], b2[short], width[short], self._byte_ids_np)
+        got = self._merge_ranges(raw, starts[long], starts[long] + width[long])
+        if got is None:
+            return None
+        flat_l, count_l = got
+        counts = np.empty(len(width), dtype=np.int64)
+        counts[short], counts[long] = count_s, count_l
+        flat = np.empty(int(counts.sum()), dtype=np.int64)
+        from .textparts import ranges
+
+        begin = np.cumsum(counts) - counts
+        flat[ranges(begin[short], count_s)] = flat_s
+        flat[ranges(begin[long], count_l)] = flat_l
+        return flat, counts
 
     def _merge_ranges(self, raw, starts, ends):
         """(ids back to back, count per range) of BPE over each byte range raw[starts[k]:ends[k]]
