@@ -110,6 +110,30 @@ def test_part_strings_equal_slices(held):
     assert textparts.part_strings(text, cps, starts[:0], ends[:0]) == []
 
 
+@pytest.mark.parametrize("collide", [False, True])
+@pytest.mark.parametrize("longest", [3, 6, 9, 20])
+def test_distinct_parts_names_every_part(collide, longest, monkeypatch):
+    """distinct_parts: each part's index names its own string, and no string twice, for parts up
+    to SHORT_PART chars (keyed and sorted), longer ones (dedupe) and a mix; with every hash made
+    equal (a collision in every group) it falls back and still holds. Chars include \x00 (key 1:
+    the + 1 tells it from "past the end") and astral ones (21 bits)."""
+    import random
+
+    if collide:
+        monkeypatch.setattr(textparts, "HASH_MIXES", (0, 0))
+    rng = random.Random(f"distinct-{longest}")
+    alphabet = "ab\x00\u3042\U0001f600"
+    words = ["".join(rng.choice(alphabet) for _ in range(rng.randint(1, longest))) for _ in range(300)]
+    chosen = [rng.choice(words) for _ in range(3000)]
+    text = "".join(chosen)
+    cps = np.frombuffer(text.encode("utf-32-le"), np.uint32)
+    ends = np.cumsum([len(w) for w in chosen])
+    starts = ends - np.array([len(w) for w in chosen])
+    got, inv = textparts.distinct_parts(text, cps, starts, ends)
+    assert [got[k] for k in inv.tolist()] == chosen
+    assert len(got) == len(set(got)) == len(set(chosen))
+
+
 def test_dedupe_and_spread_equal_per_part_python():
     """dedupe + spread give every part's ids as a dict of the distinct parts would, including
     parts with no ids and parts seen once; ranges concatenates ranges, empty ones too."""

@@ -343,10 +343,9 @@ class BPE(VocabFile):
         o200k over 10^6 random ideographs, whose pairs are nearly all distinct, 585 -> 505 ms)."""
         import numpy as np
 
-        from .textparts import dedupe, part_strings, spread, tuples
+        from .textparts import distinct_parts, spread, tuples
 
-        parts = part_strings(joined, cps, char_at[starts], char_at[ends - 1] + 1)
-        distinct, inv = dedupe(parts)
+        distinct, inv = distinct_parts(joined, cps, char_at[starts], char_at[ends - 1] + 1)
         cache = self.part_cache
         got = list(map(cache.get, distinct))
         dlen = np.zeros(len(distinct), dtype=np.int64)
@@ -360,7 +359,7 @@ class BPE(VocabFile):
         dbeg[hit] = np.cumsum(hlen) - hlen
         if len(miss):
             first = np.empty(len(distinct), dtype=np.int64)
-            first[inv[::-1]] = np.arange(len(parts) - 1, -1, -1)  # (the last write wins: the first occurrence)
+            first[inv[::-1]] = np.arange(len(inv) - 1, -1, -1)  # (the last write wins: the first occurrence)
             got_m = self._merge_ranges(raw, starts[first[miss]], ends[first[miss]])
             if got_m is None:
                 return None

@@ -27,7 +27,7 @@ import numpy as np
 from ... import mtok
 from ...errors import FormatError
 from ..idlist import IdLists
-from .textparts import dedupe, part_strings, ranges, spread
+from .textparts import distinct_parts, ranges, spread
 
 # Separators a cut may precede in the regex path (the numpy path considers every char pair).
 CANDIDATES = "\u2581 \n\t\r"
@@ -288,7 +288,7 @@ def encode_long(text: str, table: CutTable, encode_many, cache: dict, bounds=Non
     # Each distinct part once: its ids from the cache, or encode_many (which remembers the
     # short ones) for those it lacks; then every occurrence's ids by numpy gathers, rather than
     # per-occurrence Python (Gemma 3 over wagahai.txt: 77K parts, 17K distinct).
-    distinct, inv = dedupe(part_strings(text, cps, starts[multi], ends))
+    distinct, inv = distinct_parts(text, cps, starts[multi], ends)
     dparts = list(map(cache.get, distinct))
     if None in dparts:
         todo = list(compress(range(len(distinct)), map(is_, dparts, repeat(None))))
