@@ -3,8 +3,9 @@
 The models that cut long pieces where no merge crosses (charcut.py, and BPE._segmented) make
 tens of thousands of parts, most of them repeats. Each step here is a few C-level passes where a
 slice, a lookup or a tuple per part costs Python: the parts as strings (part_strings), the
-distinct ones (dedupe, each then encoded once), every occurrence's ids (spread, ranges), and
-the ids of each as a tuple for a cache (tuples).
+distinct ones (dedupe; distinct_parts, which makes a string only for each distinct short part),
+each then encoded once, every occurrence's ids (spread, ranges), and the ids of each as a tuple
+for a cache (tuples).
 """
 
 from __future__ import annotations
