@@ -289,6 +289,28 @@ def test_bigram_lookup_equals_membership(name, exported):
         assert table._outside and (table.slots(a) == table._width - 1).any() and (table.slots(b) == table._width - 1).any()
 
 
+@pytest.mark.parametrize("bits", [4, 20])
+def test_bigram_filter_answers_membership(bits, exported, monkeypatch):
+    """CutTable._has_keys (the filter, then a search of what it lets through) answers exactly
+    whether each packed pair is a key: every key, every key with a bit flipped, random pairs;
+    with a 16-slot filter (every slot set: all searched) and the real one (most rejected)."""
+    monkeypatch.setattr(charcut, "FILTER_BITS", bits)
+    model = tokmap.load(exported("gemma3")).model
+    model._build_table()
+    table = model._table
+    keys = table.keys
+    rng = np.random.default_rng(bits)
+    flipped = keys ^ (np.uint64(1) << rng.integers(0, 42, len(keys)).astype(np.uint64))
+    randoms = (rng.integers(0, 0x110000, 50000).astype(np.uint64) << np.uint64(21)) | rng.integers(0, 0x110000, 50000).astype(np.uint64)
+    probe = np.concatenate((keys, flipped, randoms))
+    known = set(keys.tolist())
+    got = table._has_keys(probe)
+    assert got.tolist() == [int(k) in known for k in probe.tolist()]
+    assert got[:len(keys)].all() and not got[len(keys):].all()
+    if bits == 20:  # (the filter passes few of the others on to the search)
+        assert table._filter[charcut._key_hash(randoms)].mean() < 0.2
+
+
 @pytest.mark.parametrize("name", MODELS)
 def test_short_piece_cuts_follow_their_definition(name, exported, corpus):
     """_subpieces (the cut regex, re.split, the left-char check) cuts a piece of 16-255 chars
