@@ -499,6 +499,8 @@ class BPE(VocabFile):
         in closed form (BatchMerger.merge_chars), 4-byte ones by the batch merge."""
         import numpy as np
 
+        from .textparts import ranges
+
         long = width > 3
         if long.all():
             return self._merge_ranges(raw, starts, starts + width)
@@ -519,8 +521,6 @@ class BPE(VocabFile):
         counts = np.empty(len(width), dtype=np.int64)
         counts[short], counts[long] = count_s, count_l
         flat = np.empty(int(counts.sum()), dtype=np.int64)
-        from .textparts import ranges
-
         begin = np.cumsum(counts) - counts
         flat[ranges(begin[short], count_s)] = flat_s
         flat[ranges(begin[long], count_l)] = flat_l
