@@ -372,6 +372,10 @@ def test_merge_chars_equals_sequential_bpe(seed):
     assert got == expect
     # (each case met: a word of three left whole, merged once, merged twice)
     assert {len(e) for e, w in zip(expect, words) if len(w) == 3} == {1, 2, 3}
+    # A used byte with no token: None, for the caller's scalar path; an unused one is no matter.
+    one = np.array([1], dtype=np.int64)
+    assert merger.merge_chars(one * 7, one, one, one * 2, byte_ids) is None
+    assert merger.merge_chars(one, one * 7, one * 7, one, byte_ids) is not None
 
 
 @pytest.mark.parametrize("name", ["cl100k_base", "llama3"])

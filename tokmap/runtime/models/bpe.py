@@ -507,16 +507,14 @@ class BPE(VocabFile):
         b0 = raw[starts].astype(np.int64)  # (clip keeps a last char's unused bytes in range)
         b1 = raw.take(starts + 1, mode="clip").astype(np.int64)
         b2 = raw.take(starts + 2, mode="clip").astype(np.int64)
-        used = np.arange(3) < width[:, None]
-        if (self._byte_ids_np[np.stack((b0, b1, b2), axis=1)[used]] == mtok.NO_ID).any():
-            return None  # (a byte with no token: the scalar path's)
         if not long.any():
             return self._batch.merge_chars(b0, b1, b2, width, self._byte_ids_np)
         short = np.flatnonzero(~long)
-        flat_s, count_s = self._batch.merge_chars(b0[short], b1[short], b2[short], width[short], self._byte_ids_np)
+        got_s = self._batch.merge_chars(b0[short], b1[short], b2[short], width[short], self._byte_ids_np)
         got = self._merge_ranges(raw, starts[long], starts[long] + width[long])
-        if got is None:
+        if got_s is None or got is None:
             return None
+        flat_s, count_s = got_s
         flat_l, count_l = got
         counts = np.empty(len(width), dtype=np.int64)
         counts[short], counts[long] = count_s, count_l

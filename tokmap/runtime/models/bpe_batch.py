@@ -29,6 +29,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ... import mtok
+
 INF = np.int64(1 << 62)  # nonmono_bitmap's "no merge takes this id"
 NOPAIR = (1 << 31) - 2  # the code of a pair that is no merge (narrow codes; wide: WIDE_NOPAIR)
 BOUND = (1 << 31) - 1  # the code after a word's last symbol (no pair)
@@ -63,11 +65,18 @@ FILTER_BITS = 20  # hash prefix bits of hash_filter (a 1 MiB table)
 
 
 def hash_filter(table: np.ndarray) -> np.ndarray:
-    """A bool per 20-bit hash prefix, set where some piece_hash entry has it: words that cannot be
-    tokens (most of them in non-Latin text) then skip the binary search, built once (~1 ms)."""
+    """A bool per FILTER_BITS-bit prefix (hash_slots) of these uint64 values, set where one has
+    it: a word whose slot is unset is none of them, with no search. For the piece_hash table
+    (hash32 << 32 | id) words that cannot be tokens (most of them in non-Latin text) then skip
+    the binary search; built once (~1 ms). charcut.py filters its bigram keys the same way."""
     present = np.zeros(1 << FILTER_BITS, dtype=bool)
-    present[(table >> np.uint64(64 - FILTER_BITS)).astype(np.int64)] = True
+    present[hash_slots(table)] = True
     return present
+
+
+def hash_slots(values: np.ndarray) -> np.ndarray:
+    """Each uint64 value's slot in a hash_filter: its top FILTER_BITS bits."""
+    return (values >> np.uint64(64 - FILTER_BITS)).astype(np.intp)
 
 
 def whole_tokens(table: np.ndarray, tb: np.ndarray, off: np.ndarray, raw: np.ndarray,
@@ -260,16 +269,19 @@ class BatchMerger:
         return got
 
     def merge_chars(self, b0: np.ndarray, b1: np.ndarray, b2: np.ndarray, width: np.ndarray,
-                    byte_ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+                    byte_ids: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
         """merge() of words of 1-3 single-byte symbols (b0, b1, b2: their bytes, int64, the unused
-        ones any byte; width: how many; byte_ids: each byte's token, every used one a token), in
+        ones any byte; width: how many; byte_ids: each byte's token, NO_ID for none), in
         closed form: a word has at most two pairs, so BPE merges the lower-coded one (the left on
         a tie), then at most the pair that merge made. A few gathers and one search in all, where
         merge() runs a round of ~20 numpy calls per merge (a CJK char alone: two rounds, 20K
-        distinct chars in 10^5 random ideographs). Returns (ids back to back, int64; counts)."""
+        distinct chars in 10^5 random ideographs). Returns (ids back to back, int64; counts), or None
+        when a used byte has no token (the caller's scalar path knows what to do with it)."""
         n = len(width)
         nop = self.nopair
         s = np.stack((byte_ids[b0], byte_ids[b1], byte_ids[b2]), axis=1)
+        if (s[np.arange(3) < width[:, None]] == mtok.NO_ID).any():
+            return None
         c01 = np.full(n, nop, dtype=self.dtype)
         c12 = np.full(n, nop, dtype=self.dtype)
         two = np.flatnonzero(width >= 2)

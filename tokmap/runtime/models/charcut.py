@@ -27,6 +27,7 @@ import numpy as np
 from ... import mtok
 from ...errors import FormatError
 from ..idlist import IdLists
+from .bpe_batch import hash_filter, hash_slots
 from .textparts import distinct_parts, ranges, spread
 
 # Separators a cut may precede in the regex path (the numpy path considers every char pair).
@@ -197,15 +198,14 @@ class CutTable:
         return found
 
     def _has_keys(self, k: np.ndarray) -> np.ndarray:
-        """Whether each packed bigram is in keys. A bool per FILTER_BITS-bit hash of the keys
-        answers most of them (no key has that hash), and only the rest are searched: Gemma 3 has
+        """Whether each packed bigram is in keys. bpe_batch.hash_filter of the keys, mixed (their
+        top bits alone would be the first char's), answers most of them (no key has that hash), and only the rest are searched: Gemma 3 has
         33.7K keys, so ~3% of a 2^20 filter is set: of wagahai.txt's 83K pairs outside the alphabet,
         18% are searched, unsorted, where sorting and searching all took ~3.5 ms; ~2.4 ms on a first
         call, the filter built, ~1.7 ms after."""
         if self._filter is None:
-            self._filter = np.zeros(1 << FILTER_BITS, dtype=bool)
-            self._filter[_key_hash(self.keys)] = True
-        c = np.flatnonzero(self._filter[_key_hash(k)])
+            self._filter = hash_filter(self.keys * KEY_MIX)
+        c = np.flatnonzero(self._filter[hash_slots(k * KEY_MIX)])
         out = np.zeros(len(k), dtype=bool)
         if len(c):
             kc = k[c]
@@ -255,13 +255,7 @@ class CutTable:
         self._outside = len(chars) < len(present)
 
 
-FILTER_BITS = 20
-KEY_MIX = np.uint64(0x9E3779B97F4A7C15)  # odd: the key times it, top bits, is its filter slot
-
-
-def _key_hash(k: np.ndarray) -> np.ndarray:
-    """The filter slot of each packed bigram (uint64)."""
-    return ((k * KEY_MIX) >> np.uint64(64 - FILTER_BITS)).astype(np.intp)
+KEY_MIX = np.uint64(0x9E3779B97F4A7C15)  # odd: a packed bigram times it is hashed for the filter
 
 
 def _stored(f, n_tok: int):
