@@ -305,6 +305,8 @@ class CharBPE(BPE):
             return list(map(self._encode_sub, texts))
         import numpy as np
 
+        from .textparts import tuples
+
         joined = "".join(texts)
         lengths = np.fromiter(map(len, texts), np.int64, len(texts))
         out: list = [None] * len(texts)
@@ -342,10 +344,15 @@ class CharBPE(BPE):
             sym, lengths, which = self._with_fallback_words(texts, fallback, sym, lengths, list(which))
         if len(which):
             final, counts = self._batch.merge(sym, lengths, self._merge)
-            flat, ends = final.tolist(), np.cumsum(counts).tolist()
-            for k, a, b in zip(which, [0] + ends[:-1], ends):
-                out[k] = tuple(flat[a:b])
+            got = tuples(final, np.cumsum(counts) - counts, counts)  # (C-level: 16.7K parts ~6 -> ~2 ms)
+            if type(which) is range:
+                out = got
+            else:
+                any(map(out.__setitem__, which, got))
         cache = self.sub_cache
+        if None not in out and max(map(len, texts)) <= 160:  # (the usual case: one C-level update)
+            cache.update(zip(texts, out))
+            return out
         for k, t in enumerate(texts):
             if out[k] is None:
                 out[k] = self._encode_sub(t)

@@ -308,8 +308,7 @@ def encode_long(text: str, table: CutTable, encode_many, cache: dict, bounds=Non
     dparts = list(map(cache.get, distinct))
     if None in dparts:
         todo = list(compress(range(len(distinct)), map(is_, dparts, repeat(None))))
-        for k, ids_k in zip(todo, encode_many([distinct[k] for k in todo])):
-            dparts[k] = ids_k
+        any(map(dparts.__setitem__, todo, encode_many([distinct[k] for k in todo])))  # (C-level: None each)
     dlen = np.fromiter(map(len, dparts), np.int64, len(dparts))
     dbeg = np.cumsum(dlen)
     dbeg -= dlen
