@@ -188,12 +188,13 @@ def _leftmost_longest(contents, text):
 
 
 @pytest.mark.parametrize("case", ["gemma3", "runs_and_others", "gapped_run", "run_char_starts_more",
-                                  "many_others"])
+                                  "other_holds_run", "many_others"])
 def test_matcher_is_leftmost_longest(case, testdata):
     """Matcher.split against the definition, on token sets that take each of its search regexes:
     runs matched whole by the regex (Gemma 3's 6,415 tokens: runs of newlines, tabs and spaces,
     plus markup), a run with a missing length or sharing its char with another token (checked as
-    any token), and more first chars than the literal alternatives allow (one class)."""
+    any token), a token whose end holds a run's char (the scan goes on inside it), and more first
+    chars than the literal alternatives allow (one class)."""
     import random
 
     from tokmap.runtime.added import MAX_LITERAL_FIRSTS, AddedToken, Matcher
@@ -208,6 +209,8 @@ def test_matcher_is_leftmost_longest(case, testdata):
             contents.remove("\n" * 4)
         elif case == "run_char_starts_more":
             contents.append("\n<")
+        elif case == "other_holds_run":
+            contents += ["<s\n", "</s\n\n"]
         elif case == "many_others":
             contents += [chr(0x4E00 + k) + "x" for k in range(MAX_LITERAL_FIRSTS + 1)]
     toks = {c: AddedToken(i, c, False, False, False, False, False) for i, c in enumerate(contents)}
@@ -220,3 +223,35 @@ def test_matcher_is_leftmost_longest(case, testdata):
     for text in texts:
         got = [(t.content if t else None, s, e) for t, s, e in m.split(text)]
         assert got == _leftmost_longest(contents, text), repr(text)
+
+
+def test_added_tokens_made_as_met(exported, testdata):
+    """A fresh tokenizer's first encode makes only the AddedTokens its text holds (Gemma 3 has
+    6,415: making them all, and the dicts by id, was ~4 ms of every first call); the ones made on
+    a match are the very objects `added_tokens` lists, and decoding (by-id lookups, the special
+    set) gives tokenizers' strings."""
+    import tokenizers
+
+    import tokmap
+
+    tok = tokmap.load(exported("gemma3"))
+    ref = tokenizers.Tokenizer.from_file(str(testdata / "models" / "gemma3" / "tokenizer.json"))
+    text = "Hello world, nothing added here."
+    assert tok.encode(text) == ref.encode(text, add_special_tokens=True).ids
+    cols = tok._added
+    assert cols._all is None and not cols._made
+    text = "a\n\nb\tc<start_of_turn>user\n"
+    ids = tok.encode(text)
+    assert ids == ref.encode(text, add_special_tokens=True).ids
+    made = {cols.contents[k] for k in cols._made}
+    assert made == {"\n\n", "\t", "<start_of_turn>", "\n"} and cols._all is None
+    by_content = {t.content: t for t in tok.added_tokens}
+    assert all(by_content[cols.contents[k]] is t for k, t in cols._made.items())
+    dec = ref.get_added_tokens_decoder()
+    assert sorted(t.id for t in tok.added_tokens) == sorted(dec)
+    assert all((t.content, t.special, t.normalized, t.lstrip, t.rstrip, t.single_word) == (
+        dec[t.id].content, dec[t.id].special, dec[t.id].normalized, dec[t.id].lstrip, dec[t.id].rstrip,
+        dec[t.id].single_word) for t in tok.added_tokens)
+    for skip in (False, True):
+        assert tok.decode(ids, skip_special_tokens=skip) == ref.decode(ids, skip_special_tokens=skip)
+    assert tok.token_to_id("<start_of_turn>") == ref.token_to_id("<start_of_turn>")

@@ -8,8 +8,9 @@ whitespace that never reaches back into the previous match.
 from __future__ import annotations
 
 import re
+from bisect import bisect_left
 from functools import partial
-from itertools import groupby
+from itertools import compress
 from operator import itemgetter, lt
 
 from .. import mtok
@@ -66,10 +67,60 @@ def parse(items) -> list[AddedToken]:
 _BITS = [bytes((b >> k) & 1 for b in range(256)) for k in range(len(mtok.ADDED_FLAGS))]  # byte -> its bit k
 
 
-def parse_columns(data, vocab_size: int) -> list[AddedToken]:
-    """The added_columns section (mtok.ADDED_COLUMNS: a memoryview) as AddedTokens; ValueError
+class AddedColumns:
+    """Added tokens as columns: ids, contents, and a flags byte each (bit k: mtok.ADDED_FLAGS[k]).
+
+    An AddedToken is made when one is asked for (a match in text, a decode): making Gemma 3's
+    6,415 of them, and the dicts keyed by them, cost ~4 of the ~7 ms of a fresh tokenizer's first
+    encode, and a text meets a handful of them (its newline runs)."""
+
+    __slots__ = ("ids", "contents", "flags", "_made", "_all")
+
+    def __init__(self, ids: list[int], contents: list[str], flags: bytes):
+        self.ids, self.contents, self.flags = ids, contents, flags
+        self._made: dict[int, AddedToken] = {}
+        self._all: list[AddedToken] | None = None
+
+    @classmethod
+    def of(cls, tokens: list[AddedToken]) -> "AddedColumns":
+        flags = bytes(sum(bool(t[2 + k]) << k for k in range(len(mtok.ADDED_FLAGS))) for t in tokens)
+        out = cls([t[0] for t in tokens], [t[1] for t in tokens], flags)
+        out._all = list(tokens)
+        return out
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def token(self, k: int) -> AddedToken:
+        """The k-th token (one object per k)."""
+        if self._all is not None:
+            return self._all[k]
+        t = self._made.get(k)
+        if t is None:
+            f = self.flags[k]
+            t = self._made[k] = tuple.__new__(AddedToken, (self.ids[k], self.contents[k],
+                                                           *[bool(f >> b & 1) for b in range(len(_BITS))]))
+        return t
+
+    def tokens(self) -> list[AddedToken]:
+        """All of them, in order (the same objects token() gives)."""
+        if self._all is None:
+            cols = [self.ids, self.contents] + [list(map(bool, self.flags.translate(bit))) for bit in _BITS]
+            made = list(map(partial(tuple.__new__, AddedToken), zip(*cols)))
+            for k, t in self._made.items():
+                made[k] = t
+            self._all = made
+        return self._all
+
+    def having(self, field: str) -> list[int]:
+        """The indices of the tokens whose flag `field` is set."""
+        return list(compress(range(len(self.ids)), self.flags.translate(_BITS[mtok.ADDED_FLAGS.index(field)])))
+
+
+def parse_columns(data, vocab_size: int) -> AddedColumns:
+    """The added_columns section (mtok.ADDED_COLUMNS: a memoryview) as AddedColumns; ValueError
     naming the field that is inconsistent, or an id outside the vocabulary. Each column is one
-    C-level pass: the contents one decode and a slice each, every flag field one translate."""
+    C-level pass: the ids a cast, the contents one decode and a slice each."""
     head = mtok.ADDED_COLUMNS
     if len(data) < head.size:
         raise ValueError("added columns: shorter than their header")
@@ -92,9 +143,7 @@ def parse_columns(data, vocab_size: int) -> list[AddedToken]:
         raise ValueError("added columns: content ends do not rise to the contents' length (each content non-empty)")
     if flags.translate(None, bytes(range(1 << len(mtok.ADDED_FLAGS)))):
         raise ValueError("added columns: a flag byte with a bit past the five fields")
-    cols = [ids, list(map(text.__getitem__, map(slice, starts, ends)))]
-    cols += [list(map(bool, flags.translate(bit))) for bit in _BITS]
-    return list(map(partial(tuple.__new__, AddedToken), zip(*cols)))
+    return AddedColumns(ids, list(map(text.__getitem__, map(slice, starts, ends))), flags)
 
 
 class Matcher:
@@ -109,20 +158,35 @@ class Matcher:
     """
 
     def __init__(self, tokens: dict[str, AddedToken], is_word_char):
-        self.tokens = tokens
+        self._setup(dict(tokens), None, is_word_char)
+
+    @classmethod
+    def of_columns(cls, cols: AddedColumns, which: list[int] | None, is_word_char) -> "Matcher":
+        """A Matcher of the tokens cols.token(k) for k in which (None: all), made as they match."""
+        index = dict(zip(cols.contents, range(len(cols)))) if which is None else \
+            dict(zip(map(cols.contents.__getitem__, which), which))
+        m = cls.__new__(cls)
+        m._setup(index, cols.token, is_word_char)
+        return m
+
+    def _setup(self, index: dict, make, is_word_char) -> None:
+        # index: content -> its AddedToken, or an int that make(int) turns into it on its first
+        # match (and that the dict then holds instead).
+        self.index, self.make = index, make
         self.is_word_char = is_word_char
-        by_first = {c: list(group) for c, group in groupby(sorted(tokens), itemgetter(0))}
-        # Per first char: the distinct token lengths, longest first (one slice + dict lookup each,
-        # not a startswith per token: Llama 3 has 256 tokens starting with "<"), and the two-char
-        # prefixes, which reject most occurrences of the char in text at once.
+        keys = sorted(index)
+        firsts = sorted(set(map(itemgetter(0), keys)))
+        # Per first char, made on its first candidate in text (a Gemma 3 text without "<" never
+        # groups its 6,322 "<" tokens): the distinct token lengths, longest first (one slice + dict
+        # lookup each, not a startswith per token: Llama 3 has 256 tokens starting with "<"), and
+        # the two-char prefixes, which reject most occurrences of the char in text at once.
         # A char that is itself a token is answered at once where the next char starts no longer
         # token (Gemma 3: "\n" and runs of up to 31 "\n"s, so each lone newline in text would
         # otherwise cost 31 slices).
-        self.lengths = {c: sorted(set(map(len, group)), reverse=True) for c, group in by_first.items()}
+        self.lengths = _ByFirst(keys, lambda group: sorted(set(map(len, group)), reverse=True))
         # (a one-char token's "prefix" is itself: it equals text[p:p + 2] only at the text's end,
         # where the lengths loop finds it all the same)
-        self.prefix2 = {c: frozenset(map(itemgetter(slice(0, 2)), group)) for c, group in by_first.items()}
-        self.by_first = by_first
+        self.prefix2 = _ByFirst(keys, lambda group: frozenset(map(itemgetter(slice(0, 2)), group)))
         # A first char whose tokens are all the runs c * a .. c * b, every length between (Gemma 3:
         # newlines, tabs, spaces), is matched whole by c c{a-1,b-1} in the search regex itself:
         # greedy, so the longest run token where one starts. Every alternative starts with its
@@ -130,76 +194,119 @@ class Matcher:
         # does; the other first chars are literal alternatives, checked as above -- when there
         # are few (each costs a test at every candidate), else all go by the class.
         runs = {}
-        for c, group in by_first.items():
-            lens = sorted(map(len, group))
-            if all(t == c * len(t) for t in group) and lens == list(range(lens[0], lens[-1] + 1)):
-                e = re.escape(c)
-                runs[c] = e + (f"{e}{{{lens[0] - 1},{lens[-1] - 1}}}" if lens[-1] > 1 else "")
-        others = sorted(set(by_first) - set(runs))
+        for c in firsts:
+            group = self.lengths.group(c)
+            if all(t == c * len(t) for t in group):  # (stops at the first other token: "<" groups)
+                lens = sorted(map(len, group))
+                if lens == list(range(lens[0], lens[-1] + 1)):
+                    e = re.escape(c)
+                    runs[c] = e + (f"{e}{{{lens[0] - 1},{lens[-1] - 1}}}" if lens[-1] > 1 else "")
+        others = [c for c in firsts if c not in runs]
         if runs and len(others) <= MAX_LITERAL_FIRSTS:
             self.runs = frozenset(runs)
             self.first = re.compile("|".join([runs[c] for c in sorted(runs)] + list(map(re.escape, others))))
         else:
             self.runs = frozenset()
-            self.first = re.compile("[" + "".join(map(_class_escape, sorted(by_first))) + "]") if by_first else None
+            self.first = re.compile("[" + "".join(map(_class_escape, firsts)) + "]") if firsts else None
 
-    def _next(self, text: str, pos: int):
-        """(start, end, token) of the leftmost-longest match at or after pos, or None."""
-        search, runs, tokens = self.first.search, self.runs, self.tokens
-        while True:
-            m = search(text, pos)
-            if m is None:
-                return None
-            p = m.start()
-            c = text[p]
-            if c in runs:
-                return p, m.end(), tokens[m.group()]
-            if text[p:p + 2] in self.prefix2[c]:
-                room = len(text) - p
-                for n in self.lengths[c]:
-                    if n <= room:
-                        tok = tokens.get(text[p:p + n])
-                        if tok is not None:
-                            return p, p + n, tok
-            else:
-                tok = tokens.get(c)  # no longer token can start here
-                if tok is not None:
-                    return p, p + 1, tok
-            pos = p + 1
+    @property
+    def tokens(self) -> dict[str, AddedToken]:
+        """content -> AddedToken, every one made."""
+        return {c: self._token(c) for c in self.index}
+
+    def _token(self, content: str):
+        """The token of this content, or None."""
+        v = self.index.get(content)
+        if type(v) is int:
+            v = self.index[content] = self.make(v)
+        return v
 
     def split(self, text: str) -> list[tuple[AddedToken | None, int, int]]:
-        """Cover text with (token or None, start, end) in order."""
-        if self.first is None or not text:
+        """Cover text with (token or None, start, end) in order.
+
+        One finditer over the candidates, not a search call per match: Gemma 3's code.txt has
+        26.5K added tokens (newline and tab runs), 33 -> 28 ms. Scanning resumes where a match
+        ends (also a rejected single_word one; not after an rstrip's whitespace), so candidates
+        starting inside the last match are passed over; one that starts inside it and runs past
+        its end (a run) restarts the scan at that end, where a search from there would begin."""
+        first = self.first
+        if first is None or not text:
             return [(None, 0, len(text))]
-        out, start_offset = [], 0
+        out: list = []
+        append = out.append
+        runs, index, token, prefix2, lengths = self.runs, self.index, self._token, self.prefix2, self.lengths
         n = len(text)
-        pos = 0
-        while True:
-            hit = self._next(text, pos)
-            if hit is None:
-                break
-            start, stop, tok = hit
-            pos = stop  # matches never overlap: scanning resumes after this one, even if rejected
-            if tok.single_word:
-                if start > 0 and self.is_word_char(text[start - 1]):
+        pos = start_offset = 0
+        found = first.finditer(text)
+        while found is not None:
+            restart, found = found, None
+            for m in restart:
+                p = m.start()
+                if p < pos:
+                    if m.end() > pos:  # a run candidate across the last match's end: search again there
+                        found = first.finditer(text, pos)
+                        break
                     continue
-                if stop < n and self.is_word_char(text[stop]):
-                    continue
-            if tok.lstrip:
-                s = start
-                while s > 0 and text[s - 1] in WHITE_SPACE:
-                    s -= 1
-                start = max(s, start_offset)
-            if tok.rstrip:
-                while stop < n and text[stop] in WHITE_SPACE:
-                    stop += 1
-            if start_offset < start:
-                out.append((None, start_offset, start))
-            out.append((tok, start, stop))
-            start_offset = stop
+                c = text[p]
+                if c in runs:
+                    stop = m.end()
+                    tok = index[m.group()]
+                    if type(tok) is int:  # (made on its first match)
+                        tok = token(m.group())
+                elif text[p:p + 2] in prefix2[c]:
+                    room = n - p
+                    for k in lengths[c]:
+                        if k <= room:
+                            tok = token(text[p:p + k])
+                            if tok is not None:
+                                stop = p + k
+                                break
+                    else:
+                        continue
+                else:
+                    tok = token(c)  # no longer token can start here
+                    if tok is None:
+                        continue
+                    stop = p + 1
+                pos = stop  # matches never overlap: scanning resumes after this one, even if rejected
+                start = p
+                if tok[6]:  # single_word
+                    if start > 0 and self.is_word_char(text[start - 1]):
+                        continue
+                    if stop < n and self.is_word_char(text[stop]):
+                        continue
+                if tok[4]:  # lstrip
+                    s = start
+                    while s > 0 and text[s - 1] in WHITE_SPACE:
+                        s -= 1
+                    start = max(s, start_offset)
+                if tok[5]:  # rstrip
+                    while stop < n and text[stop] in WHITE_SPACE:
+                        stop += 1
+                if start_offset < start:
+                    append((None, start_offset, start))
+                append((tok, start, stop))
+                start_offset = stop
         if start_offset < n:
-            out.append((None, start_offset, n))
+            append((None, start_offset, n))
         return out
+
+
+class _ByFirst(dict):
+    """first char -> build(the sorted keys starting with it), made on first use."""
+
+    def __init__(self, keys: list[str], build):
+        super().__init__()
+        self.keys, self.build = keys, build
+
+    def group(self, c: str) -> list[str]:
+        keys = self.keys
+        lo = bisect_left(keys, c)
+        return keys[lo:bisect_left(keys, chr(ord(c) + 1), lo) if c < "\U0010ffff" else len(keys)]
+
+    def __missing__(self, c: str):
+        v = self[c] = self.build(self.group(c))
+        return v
 
 
 def _class_escape(c: str) -> str:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 from bisect import bisect_right
-from itertools import accumulate, chain, filterfalse
+from itertools import accumulate, chain
 
 from .. import bytelevel
 from ..errors import TokmapError
@@ -40,31 +40,31 @@ class Pipeline:
         self.post = meta["post_processor"]
         self._around = postprocess.specials_around(self.post)  # encode_ids' specials, worked out once
         self._decoder = None  # built on the first decode: an encode-only process never imports decoders
+        # added_tokens: added.AddedColumns. Its AddedTokens are made as text or a decode meets them,
+        # and the by-id dict and the special set on the first decode (Gemma 3 has 6,415).
         self.added = added_tokens
-        # (C-level passes over the AddedToken tuples: Gemma 3 has 6,415, on the first encode)
-        self.added_by_id = dict(zip(map(AddedToken.id.fget, added_tokens), added_tokens))
-        self.special_ids = set(map(AddedToken.id.fget, filter(AddedToken.special.fget, added_tokens)))
+        self._added_by_id = self._special_ids = None
         self.irregular = meta.get("irregular", {})
         self.irregular_by_id = {v: k for k, v in self.irregular.items()}
         self.holes = [tuple(h) for h in meta.get("holes", [])]
-        raw = list(filterfalse(AddedToken.normalized.fget, added_tokens))
-        raw = dict(zip(map(AddedToken.content.fget, raw), raw))
-        norm = list(filter(AddedToken.normalized.fget, added_tokens))
+        norm = list(map(added_tokens.token, added_tokens.having("normalized")))
+        raw = None if not norm else sorted(set(range(len(added_tokens))) - set(added_tokens.having("normalized")))
         self.word_char = _WordClass(f, meta["word_class"]) if meta.get("word_class") else _no_word_class
-        self.raw_matcher = Matcher(raw, self.word_char) if raw and self.api == "hf" else None
+        self.raw_matcher = None
+        if self.api == "hf" and (len(added_tokens) if raw is None else raw):
+            self.raw_matcher = Matcher.of_columns(added_tokens, raw, self.word_char)
         self.norm_matcher = None
         if norm and self.api == "hf":
             self.norm_matcher = Matcher({self.normalize(a.content)[0]: a for a in norm}, self.word_char)
         # tokenizers 0.23 decodes a normalized added token as its normalized form when normalizing
         # changes it; skip_special_tokens compares that string with the specials' contents, so such
-        # a special token is then kept.
+        # a special token is then kept (special_ids leaves it out).
         self.added_decode = {}
         if norm and self.api == "hf" and self.normalizers:
             for a in norm:
                 s = self.normalize(a.content)[0]
                 if s != a.content:
                     self.added_decode[a.id] = s
-                    self.special_ids.discard(a.id)
         self._special_regex = {}
         self.fast_split = _fast_split_step(self.pre, model)
         # whole runs of the split pattern's D{1,k} alternative, when the model cuts them itself
@@ -74,6 +74,20 @@ class Pipeline:
             from . import fastpath
 
             self.fast = fastpath.build(self)
+
+    @property
+    def added_by_id(self) -> dict:
+        if self._added_by_id is None:
+            tokens = self.added.tokens()
+            self._added_by_id = dict(zip(map(AddedToken.id.fget, tokens), tokens))
+        return self._added_by_id
+
+    @property
+    def special_ids(self) -> set:
+        if self._special_ids is None:
+            ids = self.added.ids
+            self._special_ids = set(map(ids.__getitem__, self.added.having("special"))) - self.added_decode.keys()
+        return self._special_ids
 
     # -- stages ---------------------------------------------------------------------------------
     def normalize(self, text: str, want_align: bool = False):
@@ -375,9 +389,8 @@ class Pipeline:
             data = None
         else:
             raise TypeError(f"token must be str or bytes, got {type(token).__name__}")
-        for a in self.added:
-            if a.content == text:
-                return a.id
+        if text in self.added.contents:
+            return self.added.ids[self.added.contents.index(text)]
         if data is None:
             if text in self.irregular:
                 return self.irregular[text]

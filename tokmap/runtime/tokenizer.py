@@ -191,11 +191,16 @@ class Tokenizer:
         if self._pipeline is None:
             from .pipeline import Pipeline
 
-            self._pipeline = Pipeline(self._f, self.meta, self.model, self.added_tokens)
+            self._pipeline = Pipeline(self._f, self.meta, self.model, self._added_columns())
         return self._pipeline
 
     @property
     def added_tokens(self) -> list:
+        """The added tokens (AddedToken: id, content and the five flags), in the file's order."""
+        return self._added_columns().tokens()
+
+    def _added_columns(self):
+        """The added tokens as added.AddedColumns, parsed and checked on first use."""
         if self._added is None:
             added = []
             f = self._f
@@ -214,7 +219,7 @@ class Tokenizer:
                     bad = next(i for i in ids if not 0 <= i < self.vocab_size)
                     raise FormatError(self.path, f"added token id {bad} outside the vocabulary",
                                       section=mtok.section_name(sid), offset=off)
-            self._added = added
+            self._added = added_mod.AddedColumns.of(added)
         return self._added
 
     def verify(self) -> None:
@@ -384,7 +389,8 @@ class Tokenizer:
                             "use add_special_tokens=")
 
     def _tiktoken_encode(self, text, allowed_special, disallowed_special):
-        specials = {a.content: a.id for a in self.added_tokens}
+        cols = self._added_columns()
+        specials = dict(zip(cols.contents, cols.ids))
         for name, arg in (("allowed_special", allowed_special), ("disallowed_special", disallowed_special)):
             if arg is not None and arg != "all" and (isinstance(arg, (str, bytes)) or not hasattr(arg, "__iter__")
                                                      or not all(isinstance(x, str) for x in arg)):
