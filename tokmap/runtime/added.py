@@ -251,23 +251,23 @@ class Matcher:
                 if c in runs:
                     stop = m.end()
                     tok = index[m.group()]
-                    if type(tok) is int:  # (made on its first match)
-                        tok = token(m.group())
                 elif text[p:p + 2] in prefix2[c]:
                     room = n - p
                     for k in lengths[c]:
                         if k <= room:
-                            tok = token(text[p:p + k])
+                            tok = index.get(text[p:p + k])  # (index first: most candidates are no token)
                             if tok is not None:
                                 stop = p + k
                                 break
                     else:
                         continue
                 else:
-                    tok = token(c)  # no longer token can start here
+                    tok = index.get(c)  # no longer token can start here
                     if tok is None:
                         continue
                     stop = p + 1
+                if type(tok) is int:  # (made on its first match)
+                    tok = token(text[p:stop])
                 pos = stop  # matches never overlap: scanning resumes after this one, even if rejected
                 start = p
                 if tok[6]:  # single_word
