@@ -300,3 +300,37 @@ def test_retry_does_not_encode_the_ascii_chunks_again(testdata, tmp_path, monkey
     text = " ".join(f"word{k}, x{k}." for k in range(400)) + " a\u0323\u0301 \u1e09\u0323 q\u0301\u0323 caf\u00e9 "
     assert tok.encode(text) == ref.encode(text).ids
     assert len(tok.pipeline.model.ids_cache) <= 16 and sent.count("word7") == 1
+
+
+@pytest.mark.parametrize("variant", ["minilm", "nfd-keeps-marks"])
+def test_fill_equals_one_char_at_a_time(testdata, tmp_path, variant):
+    """ChainMemo.fill (the new chars of a long text worked out together, through the steps over
+    them joined by a separator) gives every char what __missing__ gives it alone, and flags the
+    same chars as needing their neighbours: every BMP char and a sample past it, on BERT's chain
+    and on NFD + Lowercase (which keeps its marks, so chars leaving one are contextual)."""
+    from tokmap.runtime.bert import ChainMemo, NeedsContext
+
+    doc = json.loads(model_source(testdata, "minilm").read_text(encoding="utf-8"))
+    doc["truncation"] = doc["padding"] = None
+    if variant != "minilm":
+        doc["normalizer"] = {"type": "Sequence", "normalizers": [{"type": "NFD"}, {"type": "Lowercase"}]}
+    _, tok = export_variant(doc, tmp_path, variant)
+    from tokmap.runtime import bert
+
+    pipe = tok.pipeline
+    memo = bert.chain_memo(pipe.normalizers, bert.segmenter(pipe.pre))  # (as fastpath.build makes it)
+    chars = [chr(c) for c in range(0x10000) if not 0xD800 <= c < 0xE000] + [chr(c) for c in range(0x10000, 0x110000, 97)]
+    batch = ChainMemo(memo.steps, memo.seg)
+    batch.fill(list(map(ord, chars)))
+    left = [c for c in chars if ord(c) not in batch and ord(c) not in batch.contextual]
+    assert left == [batch._separator()]  # (the separator alone is left to __missing__)
+    batch[ord(left[0])]
+    one = ChainMemo(memo.steps, memo.seg)
+    for c in chars:
+        try:
+            one[ord(c)]
+        except NeedsContext:
+            pass
+    assert dict(batch) == dict(one) and batch.contextual == one.contextual
+    assert len(one) > 60000 and len(one.contextual) > 10
+

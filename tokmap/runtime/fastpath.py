@@ -92,7 +92,7 @@ def _chained(pipe, memo, words):
 
     def stretch_words(stretch: str) -> list[str]:
         try:
-            return list(filter(None, stretch.translate(memo).split(" ")))
+            return list(filter(None, memo.translate(stretch).split(" ")))
         except NeedsContext:
             return words(pipe.normalize(stretch)[0])
 
@@ -255,7 +255,7 @@ class Chunks:
                 other = iter(self._fill_batch([c for c, a in zip(chunks, ascii_) if not a], sep))
                 got = iter(self._fill_batch(list(compress(chunks, ascii_)), sep))
                 return [next(got) if a else next(other) for a in ascii_]
-        words = list(filter(None, f" {sep} ".join(chunks).translate(self.memo).split(" ")))
+        words = list(filter(None, self.memo.translate(f" {sep} ".join(chunks)).split(" ")))
         return self._chunk_ids(words, sep, chunks)
 
     def _chunk_ids(self, words: list[str], sep: str, chunks: list[str]) -> list[tuple[int, ...]]:
