@@ -319,7 +319,8 @@ def test_fill_equals_one_char_at_a_time(testdata, tmp_path, variant):
 
     pipe = tok.pipeline
     memo = bert.chain_memo(pipe.normalizers, bert.segmenter(pipe.pre))  # (as fastpath.build makes it)
-    chars = [chr(c) for c in range(0x10000) if not 0xD800 <= c < 0xE000] + [chr(c) for c in range(0x10000, 0x110000, 97)]
+    chars = [chr(c) for c in range(0x10000) if not 0xD800 <= c < 0xE000]
+    chars += [chr(c) for c in range(0x10000, 0x110000, 97)]
     batch = ChainMemo(memo.steps, memo.seg)
     batch.fill(list(map(ord, chars)))
     left = [c for c in chars if ord(c) not in batch and ord(c) not in batch.contextual]

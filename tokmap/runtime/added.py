@@ -209,11 +209,6 @@ class Matcher:
             self.runs = frozenset()
             self.first = re.compile("[" + "".join(map(_class_escape, firsts)) + "]") if firsts else None
 
-    @property
-    def tokens(self) -> dict[str, AddedToken]:
-        """content -> AddedToken, every one made."""
-        return {c: self._token(c) for c in self.index}
-
     def _token(self, content: str):
         """The token of this content, or None."""
         v = self.index.get(content)

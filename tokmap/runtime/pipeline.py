@@ -47,8 +47,9 @@ class Pipeline:
         self.irregular = meta.get("irregular", {})
         self.irregular_by_id = {v: k for k, v in self.irregular.items()}
         self.holes = [tuple(h) for h in meta.get("holes", [])]
-        norm = list(map(added_tokens.token, added_tokens.having("normalized")))
-        raw = None if not norm else sorted(set(range(len(added_tokens))) - set(added_tokens.having("normalized")))
+        normalized = added_tokens.having("normalized")
+        norm = list(map(added_tokens.token, normalized))
+        raw = sorted(set(range(len(added_tokens))).difference(normalized)) if normalized else None  # None: all
         self.word_char = _WordClass(f, meta["word_class"]) if meta.get("word_class") else _no_word_class
         self.raw_matcher = None
         if self.api == "hf" and (len(added_tokens) if raw is None else raw):
@@ -389,8 +390,10 @@ class Pipeline:
             data = None
         else:
             raise TypeError(f"token must be str or bytes, got {type(token).__name__}")
-        if text in self.added.contents:
-            return self.added.ids[self.added.contents.index(text)]
+        try:
+            return self.added.ids[self.added.contents.index(text)]  # (the first of that content)
+        except ValueError:
+            pass
         if data is None:
             if text in self.irregular:
                 return self.irregular[text]

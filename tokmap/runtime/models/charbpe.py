@@ -344,7 +344,8 @@ class CharBPE(BPE):
             sym, lengths, which = self._with_fallback_words(texts, fallback, sym, lengths, list(which))
         if len(which):
             final, counts = self._batch.merge(sym, lengths, self._merge)
-            got = tuples(final, np.cumsum(counts) - counts, counts)  # (C-level: 16.7K parts ~6 -> ~2 ms)
+            # (C-level; with the one cache update below, 16.7K parts 6.7 -> 5.3 ms)
+            got = tuples(final, np.cumsum(counts) - counts, counts)
             if type(which) is range:
                 out = got
             else:
