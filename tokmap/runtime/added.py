@@ -227,12 +227,15 @@ class Matcher:
         first = self.first
         if first is None or not text:
             return [(None, 0, len(text))]
+        m = first.search(text)
+        if m is None:  # (most short texts: one search, as before the scan's set-up)
+            return [(None, 0, len(text))]
         out: list = []
         append = out.append
         runs, index, token, prefix2, lengths = self.runs, self.index, self._token, self.prefix2, self.lengths
         n = len(text)
         pos = start_offset = 0
-        found = first.finditer(text)
+        found = first.finditer(text, m.start())
         while found is not None:
             restart, found = found, None
             for m in restart:
