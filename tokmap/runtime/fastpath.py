@@ -155,7 +155,6 @@ SPLIT_SPACE = ("\t\n\x0b\x0c\r\x1c\x1d\x1e\x1f \x85\xa0\u1680\u2000\u2001\u2002\
                "\u2007\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000")
 CHUNK_MIN = 256  # chars; a shorter stretch takes the word path (one call: nothing to remember)
 CHUNK_CHARS = 24  # chars per chunk on average above which a stretch takes the word path (Japanese: ~150)
-SEPARATOR_CANDIDATES = "\ue000\ue001\ufdd0\ufdd1\ufdd2\ufdd3"  # private use, noncharacters
 
 
 class Chunks:
@@ -182,7 +181,7 @@ class Chunks:
     def _find_chars(self) -> None:
         """bad: the chars str.split cuts at that the table does not make delimiters only; seps:
         the separator candidates that the table keeps as themselves."""
-        from .bert import NeedsContext
+        from .bert import SEPARATOR_CANDIDATES, NeedsContext
 
         def value(c):
             try:
