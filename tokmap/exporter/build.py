@@ -160,6 +160,8 @@ def _split_step(d, pattern, literal, flavor, behavior, invert, blobs) -> dict:
         step["tiles"] = True
     if cp.runs_pattern:
         step["runs"] = {"regex": cp.runs_pattern, "set": cp.run_set, "k": cp.run_k}
+    if cp.space_cut is not None:  # where a text may be cut at a space (regex_compile.space_cut_unsafe)
+        step["space_cut"] = cp.space_cut.hex()
     step["regex_bmp"] = cp.py_pattern_bmp
     from .sre_code import compile_code
 

@@ -67,6 +67,7 @@ class CompiledPattern:
     runs_pattern: str = ""  # py_pattern with its D{1,k} alternative as D++ (_run_branch), or ""
     run_set: str = ""  # ... D as py_pattern spells it
     run_k: int = 0  # ... and k
+    space_cut: bytes | None = None  # space_cut_bitmap over the translated alphabet, or None
 
 
 # --------------------------------------------------------------------------------------------
@@ -924,6 +925,94 @@ def tiles(ast) -> bool:
     return _min_len(ast) >= 1 and _sure(ast) == (0, _NCP)
 
 
+class _Refused(Exception):
+    """The pattern holds a construct space_cut_unsafe does not reason about."""
+
+
+def space_cut_unsafe(ast):
+    """The code point set U (a breakpoint tuple) such that cutting a text before any space whose
+    preceding char is outside U, and splitting the two sides apart, gives the pieces of the whole
+    text; None when the pattern holds a construct this does not reason about (lookbehind, a
+    start anchor, a lookahead wider than one char).
+
+    Why it holds: a match that spans such a cut would hold (c, ' ') as consecutive chars, c
+    outside U; U holds every char that some path of the pattern can consume right before a space
+    (Glushkov follow pairs, lookarounds counted as consuming nothing: more paths, a larger U).
+    Every attempt that reaches the cut then either ends there or stops, unable to take the space,
+    as it stops at the end of the left side alone -- unless it tests an assertion there, which
+    sees a space in the whole text and the end in the left side: an end anchor, or a one-char
+    lookahead whose set holds the space. The chars consumed right before such an assertion go
+    into U too. The right side's matches look only forward (no lookbehind, no start anchor), so
+    they are the same whether the text starts there or not. The pattern never matches empty
+    (compile_pattern), so no match starts at the end of the left side."""
+    unsafe: list = []
+    space = 0x20
+
+    def walk(node):  # (first chars, last chars, nullable, an end-sensitive assertion at its start)
+        kind = node[0]
+        if kind == "set":
+            return node[1], node[1], False, False
+        if kind == "anchor":
+            if node[1] in ("bot", "bol"):
+                raise _Refused
+            if node[1] == "eot_nl":  # end, or before a final newline: the left side may end with one
+                unsafe.append(_cs_single(0x0A))
+            return (), (), True, True
+        if kind == "look":
+            if node[1] not in ("=", "!") or node[2][0] != "set":
+                raise _Refused
+            return (), (), True, _cs_contains(node[2][1], space)
+        if kind == "atomic":
+            return walk(node[1])
+        if kind == "repeat":
+            first, last, nullable, opens = walk(node[1])
+            if node[3] is None or node[3] > 1:  # one iteration after another
+                if _cs_contains(first, space) or opens:
+                    unsafe.append(last)
+            return first, last, nullable or node[2] == 0, opens
+        if kind == "alt":
+            got = [walk(b) for b in node[1]]
+            return (_cs_union(*(g[0] for g in got)), _cs_union(*(g[1] for g in got)),
+                    any(g[2] for g in got), any(g[3] for g in got))
+        if kind == "seq":
+            first, last, leading, opens = (), (), True, False
+            for item in node[1]:
+                f, l, n, o = walk(item)
+                if _cs_contains(f, space) or o:  # what this seq consumed before it can precede it
+                    unsafe.append(last)
+                opens = opens or (o and leading)
+                if leading:
+                    first = _cs_union(first, f)
+                last = _cs_union(l, last) if n else l
+                leading = leading and n
+            return first, last, leading, opens
+        raise _Refused
+
+    try:
+        walk(ast)
+    except _Refused:
+        return None
+    return _cs_union(*unsafe) if unsafe else ()
+
+
+def space_cut_bitmap(asts, table) -> bytes | None:
+    """32 bytes, bit c (little-endian) set when a cut before a space that follows translated char
+    c is safe for every pattern in asts (space_cut_unsafe); table: the partition table, code point
+    -> translated char (ASCII itself, others 128 + class). None when a pattern is refused."""
+    bad = set()
+    for ast in asts:
+        u = space_cut_unsafe(ast)
+        if u is None:
+            return None
+        for a, b in zip(u[::2], u[1::2]):
+            bad.update(table[a:b])
+    bits = bytearray(32)
+    for c in range(256):
+        if c not in bad:
+            bits[c >> 3] |= 1 << (c & 7)
+    return bytes(bits)
+
+
 def _cs_intersects(a, b) -> bool:
     return _cs_union(_cs_complement(a), _cs_complement(b)) != (0, _NCP)
 
@@ -1129,9 +1218,11 @@ def compile_pattern(pattern: str, flavor: str, allow_empty: bool = False) -> Com
     runs = _run_branch(ast)
     whole_cover = tiles(ast)
     runs_pattern = run_set = ""
+    cut_asts = [ast]
     if runs is not None:
         i, d, k = runs
         whole = ("repeat", ("set", d), 1, None, "possessive")
+        cut_asts.append(("alt", ast[1][:i] + [whole] + ast[1][i + 1:]))
         runs_pattern = _Emitter(set_text).emit(_factor(_lead_with_sets(("alt", ast[1][:i] + [whole] + ast[1][i + 1:]))))
         run_set = set_text[d]
     ast = _factor(_lead_with_sets(ast))
@@ -1153,4 +1244,4 @@ def compile_pattern(pattern: str, flavor: str, allow_empty: bool = False) -> Com
                            class_blocks=bytes(blocks), unicode_version=UNICODE_VERSION,
                            py_pattern_bmp=py_pattern_bmp, py_pattern_full=py_pattern_full,
                            runs_pattern=runs_pattern, run_set=run_set, run_k=runs[2] if runs else 0,
-                           tiles=whole_cover)
+                           tiles=whole_cover, space_cut=space_cut_bitmap(cut_asts, table))

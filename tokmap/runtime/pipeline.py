@@ -19,6 +19,11 @@ from . import normalizers, postprocess, pretokenizers
 from .added import AddedToken, Matcher
 from .pretokenizers import SplitStep, expand
 
+# chars from which a text with space cuts may go by chunks (spacecut.py): a shorter text met again
+# costs more by chunks than by pieces (numpy's fixed costs; o200k, 2K chars of pride.txt: 125 ->
+# 160 us; 4K: even; 16K: 900 -> 570 us)
+CHUNK_TEXT = 1 << 13
+
 
 RUNS_TEXT = 1 << 12  # chars; a shorter text never takes the runs pattern (SplitStep.runs) ...
 RUNS_SHARE = 4  # ... nor one whose chars are less than 1/4 of the run class's
@@ -70,6 +75,13 @@ class Pipeline:
         self.fast_split = _fast_split_step(self.pre, model)
         # whole runs of the split pattern's D{1,k} alternative, when the model cuts them itself
         self.runs = bool(self.fast_split is not None and self.fast_split.runs and getattr(model, "takes_runs", False))
+        # chunk -> ids between the spaces no piece crosses (spacecut.py), when the file proves them
+        self.space_cuts = None
+        step = self.fast_split
+        if step is not None and step.space_cut is not None and step.tiles and hasattr(model, "piece_ids"):
+            from .spacecut import SpaceCuts
+
+            self.space_cuts = SpaceCuts(self, step, step.space_cut)
         self.fast = None  # whole-stretch encoding of other models when no offsets are wanted
         if self.fast_split is None:
             from . import fastpath
@@ -239,6 +251,14 @@ class Pipeline:
         return parts, long
 
     def _split_ids(self, text: str) -> list[int]:
+        """The model's ids of split_fast's pieces: of a long text met before by its chunks between
+        space cuts, where the file proves them (spacecut.py); else _piece_ids."""
+        cuts = self.space_cuts
+        if cuts is not None and len(text) >= CHUNK_TEXT and cuts.repeats(text):
+            return cuts.ids(text)
+        return self._piece_ids(text)
+
+    def _piece_ids(self, text: str) -> list[int]:
         """The model's ids of split_fast's pieces (runs whole where the model cuts them)."""
         pieces, runs = self._split_runs(text, self.runs)
         return self.model.encode_pieces(pieces) if runs is None else self.model.encode_pieces(pieces, runs)

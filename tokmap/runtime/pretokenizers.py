@@ -144,6 +144,17 @@ class SplitStep(SpanStep):
         self._runs_regex = self._run_others = None
         # The exporter proved that the matches always cover the text back to back (regex_compile.tiles).
         self.tiles = step.get("tiles") is True
+        # ... and where a text may be cut at a space (regex_compile.space_cut_unsafe; spacecut.py).
+        self.space_cut = None
+        cut = step.get("space_cut")
+        if cut is not None:
+            try:
+                self.space_cut = bytes.fromhex(cut) if isinstance(cut, str) else None
+            except ValueError:
+                pass
+            if self.space_cut is None or len(self.space_cut) != 32:
+                raise FormatError(f.path, "split step's space_cut is not 64 hex digits", section="meta",
+                                  offset=f.sections[mtok.SECTION_META][1])
 
     def run_others(self) -> bytes:
         """The bytes of a translated text's alphabet (chars < 256) outside the run class: deleting

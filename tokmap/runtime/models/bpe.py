@@ -129,6 +129,11 @@ class BPE(VocabFile):
             return ids if type(ids) is list else list(ids)
         return concat(self._fill_misses(pieces, runs))
 
+    def piece_ids(self, pieces: list[str], runs=None):
+        """Each piece's ids in order (a tuple each; a list for a piece longer than CACHE_PIECE),
+        as an iterator: encode_pieces without the concat (spacecut.py groups them per chunk)."""
+        return self._fill_misses(pieces, runs)
+
     def _fill_misses(self, pieces, runs=None):
         """Each piece's ids, as an iterator (chained straight into the caller's list). The distinct
         pieces the cache lacks are encoded (in one batch when they are many) and remembered first,

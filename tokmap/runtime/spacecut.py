@@ -1,0 +1,199 @@
+"""Long texts cut at the spaces no piece can cross, and a cache from chunk to ids.
+
+For a one-regex split (GPT-2, cl100k, o200k, Llama 3, Qwen...) the exporter proves which chars a
+space may follow where cutting the text there, and splitting each side alone, gives the same
+pieces (exporter/regex_compile.space_cut_unsafe; for these patterns: any char but whitespace).
+So a long text is cut at such spaces by C-level `str.split(' ')` and a few numpy passes that
+find the spaces after whitespace (no cut there: those parts are joined again). Each chunk then
+maps to its ids through one dict: a warm call is a split, a lookup per chunk and one concat,
+with no regex at all (o200k over en.txt: 17.5 -> 9 ms). The chunks a call has not met yet are
+split all at once: the distinct ones joined back to back (every joint a proven cut, so their
+pieces are those each would have alone), so the regex runs over each distinct chunk once, not
+over the whole text (pride.txt: 123K of 702K chars). Which texts go this way is repeats()'s
+call: those met before, or most of whose chunks are; a new text goes by pieces.
+
+Every chunk but the first is keyed without its leading space; the first, which has none (or
+starts the text), takes the piece path alone. The last chunk may end in a char no cut
+follows (a newline, a space): its pieces are then those it has at the end of a text, which is
+the only place such a chunk can be met again (every other chunk ends before a cut), and it comes
+last among the chunks a call joins, since keys keep the order they are first met in.
+"""
+
+from __future__ import annotations
+
+from itertools import compress, filterfalse, repeat
+
+from .models import LongPieces, concat
+from .models.bpe import CACHE_PIECE
+
+CHUNK_CACHE_CHARS = 128  # chars; longer chunks are remembered within a budget (models.LongPieces)
+CHUNK_CACHE_MAX = 1 << 18  # chunks; the cache is emptied when it would grow past this
+REPEAT_SHARE = 0.9  # the share met before from which a text goes by chunks (repeats())
+TEXT_WINDOW, WINDOW_STRIDE, MAX_WINDOWS = 32, 4096, 64  # a text's fingerprint: chars, where, how many
+MET_WINDOWS_MAX = 1 << 16  # fingerprint windows remembered; emptied when they would grow past this
+SAMPLE_WINDOWS, SAMPLE_CHARS = 8, 256  # where repeats() samples chunks: that many windows, spread out
+
+
+class SpaceCuts:
+    """ids(text) for a pipeline whose split step carries `space_cut` (docs/FORMAT.md)."""
+
+    def __init__(self, pipe, step, bits: bytes):
+        self.pipe = pipe
+        self.step = step
+        self.bits = bits  # 32 bytes: bit c set = a cut may follow translated char c
+        self.cache: dict[str, tuple] = {}
+        self._long = LongPieces()  # the chunks longer than CHUNK_CACHE_CHARS in cache
+        self._ok = self._index = self._blocks = None
+        self._met: set[str] = set()  # the fingerprint windows of the texts met (repeats())
+
+    def repeats(self, text: str) -> bool:
+        """Whether this long text should go by chunks: when it was met before (most of its
+        fingerprint windows, TEXT_WINDOW chars at every WINDOW_STRIDE-th position, are), or when
+        most of its chunks are in the cache already (judged on the parts between spaces in a few
+        windows spread over it). Otherwise it goes by pieces: splitting a new text by chunks
+        costs about what the smaller findall saves (o200k, a fresh tokenizer: en.txt 32 -> 36
+        ms, code.txt 107 -> 114), and so it does for a new document after others (en.txt after
+        pride.txt 32 -> 34 ms; code.txt after en.txt 108 -> 118). So the second time a text
+        comes it is split by chunks and the cache filled; from the third on it costs a split, a
+        lookup per chunk and a concat (en.txt 17 -> 9 ms). The windows are at fixed positions, so
+        a text that grows at its end (a chat's history) keeps meeting its earlier ones."""
+        n = len(text)
+        stride = WINDOW_STRIDE * (1 + n // (WINDOW_STRIDE * MAX_WINDOWS))
+        windows = list(map(text.__getitem__, map(slice, range(0, n - TEXT_WINDOW, stride),
+                                                 range(TEXT_WINDOW, n, stride))))
+        met = self._met
+        seen = sum(map(met.__contains__, windows))
+        if len(met) + len(windows) > MET_WINDOWS_MAX:
+            met.clear()
+        met.update(windows)
+        if seen >= REPEAT_SHARE * len(windows):
+            return True
+        cache = self.cache
+        if not cache:
+            return False
+        step = n // SAMPLE_WINDOWS
+        sample: list[str] = []
+        for k in range(SAMPLE_WINDOWS):
+            a = k * step + (step >> 1)
+            sample += filter(None, text[a:a + SAMPLE_CHARS].split(" ")[1:-1])  # (the ends are cut words)
+        return bool(sample) and sum(map(cache.__contains__, sample)) >= REPEAT_SHARE * len(sample)
+
+    def _tables(self):
+        import numpy as np
+
+        if self._ok is None:
+            self._ok = np.unpackbits(np.frombuffer(self.bits, dtype=np.uint8), bitorder="little").astype(bool)
+            self._index = np.frombuffer(self.step.index, dtype="<u2")
+            self._blocks = np.frombuffer(self.step.blocks, dtype=np.uint8)
+        return self._ok
+
+    def _good(self, text: str):
+        """(the positions of the text's spaces (at least one), whether the text may be cut before
+        each)."""
+        import numpy as np
+
+        ok = self._tables()
+        if text.isascii():
+            a = np.frombuffer(text.encode("ascii"), dtype=np.uint8)
+            sp = np.flatnonzero(a == 32)
+            cls = a[sp - 1]
+        else:
+            a = np.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype="<u4")
+            sp = np.flatnonzero(a == 32)
+            prev = a[sp - 1]
+            cls = prev.astype(np.uint8)  # ASCII: itself; others: their class, from the tables
+            far = np.flatnonzero(prev >= 128)
+            if len(far):
+                cp = prev[far]
+                cls[far] = self._blocks[self._index[cp >> 8].astype(np.int64) * 256 + (cp & 255)]
+        good = ok[cls]
+        good[0] &= sp[0] > 0  # a space at the start follows nothing
+        good[1:] &= np.diff(sp) > 1  # a space right after a space: an empty part
+        return sp, good
+
+    def ids(self, text: str) -> list[int]:
+        whole = self.pipe._piece_ids
+        parts = text.split(" ")
+        n = len(parts)
+        if n < 3:
+            return whole(text)
+        import numpy as np
+
+        sp, good = self._good(text)
+        cuts = np.flatnonzero(good)
+        m = len(cuts)
+        if m < 2:
+            return whole(text)
+        if m == n - 1:  # every space is a cut (most prose)
+            head, keys = parts[0], parts[1:]
+        else:  # a chunk from each cut to the next: its first part, or the text between when more
+            head = text[:int(sp[cuts[0]])]
+            keys = list(compress(parts[1:], good.tolist()))
+            multi = np.flatnonzero(np.diff(cuts) > 1)  # (the last chunk is checked below)
+            if cuts[-1] < n - 2:
+                multi = np.append(multi, m - 1)
+            if len(multi):
+                a = sp[cuts[multi]] + 1
+                b = np.append(sp, len(text))[np.append(cuts[1:], n - 1)[multi]]
+                any(map(keys.__setitem__, multi.tolist(), map(text.__getitem__, map(slice, a.tolist(), b.tolist()))))
+        out = list(whole(head))
+        cache = self.cache
+        try:
+            out += concat(map(cache.__getitem__, keys))
+        except KeyError:
+            out += self._fill(keys)
+        return out
+
+    def _fill(self, keys: list[str]) -> list[int]:
+        """The ids of these chunks (each standing for ' ' + key), the ones not met yet split and
+        encoded together, and remembered when short."""
+        import numpy as np
+
+        pipe, cache = self.pipe, self.cache
+        distinct = dict.fromkeys(keys)
+        if len(cache) + len(distinct) > CHUNK_CACHE_MAX:
+            cache.clear()  # emptied before this call's chunks go in, never between them
+            self._long.reset()
+        miss = list(filterfalse(cache.__contains__, distinct)) if cache else list(distinct)
+        pieces, runs = pipe._split_runs(" " + " ".join(miss), pipe.runs)
+        per = list(pipe.model.piece_ids(pieces, runs))
+        # The pieces tile the joined chunks, and none crosses a joint: chunk k ends where the
+        # piece last[k] ends.
+        plen = np.fromiter(map(len, pieces), np.int64, len(pieces))
+        if plen.max() > CACHE_PIECE:  # (such a piece's ids come as a list: the chunks add tuples)
+            per = list(map(tuple, per))
+        pend = np.cumsum(plen)
+        cend = np.cumsum(np.fromiter(map(len, miss), np.int64, len(miss)) + 1)
+        last = np.searchsorted(pend, cend)
+        if last[-1] >= len(pend) or not np.array_equal(pend[last], cend):  # (the exporter proved it never)
+            from .. import mtok
+            from ..errors import FormatError
+
+            f = self.step._f
+            raise FormatError(f.path, "split step's space_cut does not hold for its pattern: a piece "
+                                      "crosses a cut", section="meta", offset=f.sections[mtok.SECTION_META][1])
+        first = np.empty_like(last)
+        first[0] = 0
+        first[1:] = last[:-1] + 1
+        vals = list(map(per.__getitem__, first.tolist()))
+        multi = np.flatnonzero(last != first)
+        if len(multi):
+            got = map(sum, map(per.__getitem__, map(slice, first[multi].tolist(),
+                                                                    (last[multi] + 1).tolist())), repeat(()))
+            any(map(vals.__setitem__, multi.tolist(), got))
+        if max(map(len, miss)) <= CHUNK_CACHE_CHARS:  # all remembered: the cache answers
+            cache.update(zip(miss, vals))
+            return concat(map(cache.__getitem__, keys))
+        long = self._long  # the long ones within their budget (models.LongPieces)
+        hits = [(k, cache[k]) for k in distinct if k in cache]  # (first: the budget may let some go)
+        for k, v in zip(miss, vals):
+            if len(k) <= CHUNK_CACHE_CHARS:
+                cache[k] = v
+            else:
+                long.add(cache, k, v)
+        try:
+            return concat(map(cache.__getitem__, keys))
+        except KeyError:  # a chunk too long to remember, or one the budget just let go
+            new = dict(zip(miss, vals))
+            new.update(hits)
+            return concat(map(new.__getitem__, keys))
