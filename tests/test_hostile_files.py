@@ -259,6 +259,16 @@ def write(tmp_path, data: bytes, name="hostile.mtok") -> pathlib.Path:
     return p
 
 
+def without_split_field(path: pathlib.Path, tmp_path, field: str) -> pathlib.Path:
+    """The file as one written before the split steps' optional `field` was: without it."""
+
+    def drop(meta):
+        for step in meta["pre_tokenizer"]:
+            step.pop(field, None)
+
+    return write(tmp_path, with_meta(path, drop), f"no_{field}.mtok")
+
+
 # -- sanity: the helpers reproduce the real file ------------------------------------------------------
 def test_helpers_round_trip(gpt2, llama3):
     for path in (gpt2, llama3):

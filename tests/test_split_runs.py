@@ -18,7 +18,7 @@ from tokmap import mtok
 from tokmap.runtime.models import bpe, bpe_runs
 
 from conftest import model_source
-from test_hostile_files import check_error, with_meta, write
+from test_hostile_files import check_error, with_meta, without_split_field, write
 
 # name: k (qwen3's \p{N} is D{1,1}; llama3 and gpt4o spell it \p{N}{1,3})
 MODELS = {"cl100k_base": 3, "o200k_base": 3, "qwen3": 1, "llama3": 3}
@@ -105,12 +105,7 @@ def test_runs_when_the_cache_empties_and_alphabets_are_wide(name, exported, refs
 def test_files_without_runs_encode_alike(exported, tmp_path):
     """A file written before the runs field (META without it) splits digits the old way."""
     path = exported("cl100k_base")
-
-    def drop(meta):
-        for step in meta["pre_tokenizer"]:
-            step.pop("runs", None)
-
-    bare = tokmap.load(write(tmp_path, with_meta(path, drop), "noruns.mtok"))
+    bare = tokmap.load(without_split_field(path, tmp_path, "runs"))
     tok = tokmap.load(path)
     assert tok.pipeline.runs and not bare.pipeline.runs
     for text in _texts(3)[:4]:
