@@ -205,6 +205,14 @@ def test_a_text_met_again_goes_by_chunks(name, exported, refs, corpus, monkeypat
     for new in (other, corpus("pride")):  # new documents, even of the same words: by pieces
         assert _encode(tok, name, new) == refs[name](new)
     assert calls == []
+    japanese = corpus("wagahai")  # few spaces: chunks as long as lines, never by chunks
+    for _ in range(3):
+        assert _encode(tok, name, japanese) == refs[name](japanese)
+    assert calls == []
+    monkeypatch.setattr(spacecut, "CHUNK_CACHE_MAX", 1000)  # more chunks than the cache holds
+    for _ in range(3):
+        assert _encode(tok, name, other) == refs[name](other)
+    assert calls == []
 
 
 @pytest.mark.parametrize("name", ["cl100k_base", "gpt4o"])

@@ -21,14 +21,16 @@ last among the chunks a call joins, since keys keep the order they are first met
 
 from __future__ import annotations
 
-from itertools import compress, filterfalse, repeat
+from itertools import chain, compress, filterfalse, repeat
 
 from .models import LongPieces, concat
 from .models.bpe import CACHE_PIECE
 
 CHUNK_CACHE_CHARS = 128  # chars; longer chunks are remembered within a budget (models.LongPieces)
 CHUNK_CACHE_MAX = 1 << 18  # chunks; the cache is emptied when it would grow past this
+SUM_PIECES = 8  # a chunk of up to this many pieces gets its ids by sum(); more by a chain
 REPEAT_SHARE = 0.9  # the share met before from which a text goes by chunks (repeats())
+MIN_SPACES = 32  # ... and a text with fewer spaces than 1 in this many chars never does
 TEXT_WINDOW, WINDOW_STRIDE, MAX_WINDOWS = 32, 4096, 64  # a text's fingerprint: chars, where, how many
 MET_WINDOWS_MAX = 1 << 16  # fingerprint windows remembered; emptied when they would grow past this
 SAMPLE_WINDOWS, SAMPLE_CHARS = 8, 256  # where repeats() samples chunks: that many windows, spread out
@@ -47,7 +49,9 @@ class SpaceCuts:
         self._met: set[str] = set()  # the fingerprint windows of the texts met (repeats())
 
     def repeats(self, text: str) -> bool:
-        """Whether this long text should go by chunks: when it was met before (most of its
+        """Whether this long text should go by chunks: never when its spaces are few (chunks as
+        long as lines share nothing: wagahai.txt) or more than the chunk cache holds (multi.txt's
+        1.2M: the cache would be emptied on every call); else when it was met before (most of its
         fingerprint windows, TEXT_WINDOW chars at every WINDOW_STRIDE-th position, are), or when
         most of its chunks are in the cache already (judged on the parts between spaces in a few
         windows spread over it). Otherwise it goes by pieces: splitting a new text by chunks
@@ -58,6 +62,9 @@ class SpaceCuts:
         lookup per chunk and a concat (en.txt 17 -> 9 ms). The windows are at fixed positions, so
         a text that grows at its end (a chat's history) keeps meeting its earlier ones."""
         n = len(text)
+        spaces = text.count(" ")
+        if spaces * MIN_SPACES < n or spaces > CHUNK_CACHE_MAX:
+            return False  # chunks as long as lines (Japanese), or more than the cache can hold
         stride = WINDOW_STRIDE * (1 + n // (WINDOW_STRIDE * MAX_WINDOWS))
         windows = list(map(text.__getitem__, map(slice, range(0, n - TEXT_WINDOW, stride),
                                                  range(TEXT_WINDOW, n, stride))))
@@ -176,24 +183,27 @@ class SpaceCuts:
         first[0] = 0
         first[1:] = last[:-1] + 1
         vals = list(map(per.__getitem__, first.tolist()))
-        multi = np.flatnonzero(last != first)
-        if len(multi):
-            got = map(sum, map(per.__getitem__, map(slice, first[multi].tolist(),
-                                                                    (last[multi] + 1).tolist())), repeat(()))
-            any(map(vals.__setitem__, multi.tolist(), got))
-        if max(map(len, miss)) <= CHUNK_CACHE_CHARS:  # all remembered: the cache answers
-            cache.update(zip(miss, vals))
-            return concat(map(cache.__getitem__, keys))
-        long = self._long  # the long ones within their budget (models.LongPieces)
-        hits = [(k, cache[k]) for k in distinct if k in cache]  # (first: the budget may let some go)
-        for k, v in zip(miss, vals):
-            if len(k) <= CHUNK_CACHE_CHARS:
-                cache[k] = v
-            else:
-                long.add(cache, k, v)
-        try:
-            return concat(map(cache.__getitem__, keys))
-        except KeyError:  # a chunk too long to remember, or one the budget just let go
-            new = dict(zip(miss, vals))
-            new.update(hits)
-            return concat(map(new.__getitem__, keys))
+        count = last - first + 1
+        few = np.flatnonzero((count > 1) & (count <= SUM_PIECES))
+        if len(few):  # (sum adds tuples pairwise: fastest for a few, quadratic for many)
+            got = map(sum, map(per.__getitem__, map(slice, first[few].tolist(), (last[few] + 1).tolist())), repeat(()))
+            any(map(vals.__setitem__, few.tolist(), got))
+        many = np.flatnonzero(count > SUM_PIECES)
+        if len(many):
+            got = map(tuple, map(chain.from_iterable, map(per.__getitem__, map(slice, first[many].tolist(),
+                                                                                   (last[many] + 1).tolist()))))
+            any(map(vals.__setitem__, many.tolist(), got))
+        cache.update(zip(miss, vals))
+        if max(map(len, miss)) > CHUNK_CACHE_CHARS:  # the long ones only within their budget
+            long = self._long
+            over = CHUNK_CACHE_CHARS.__lt__
+            held = [(k, cache[k]) for k in compress(distinct, map(over, map(len, distinct))) if k in cache]
+            for k in compress(miss, map(over, map(len, miss))):
+                long.add(cache, k, cache.pop(k))
+            try:
+                return concat(map(cache.__getitem__, keys))
+            except KeyError:  # a chunk too long to remember, or one the budget just let go
+                new = dict(zip(miss, vals))
+                new.update(held)
+                return concat(new[k] if k in new else cache[k] for k in keys)
+        return concat(map(cache.__getitem__, keys))
