@@ -86,9 +86,16 @@ def translate_np(text: str, index_arr, blocks_arr) -> str:
     for start in range(0, len(text), _CHUNK):
         # surrogatepass: a lone surrogate (e.g. from surrogateescape input) translates, not raises.
         cps = np.frombuffer(text[start:start + _CHUNK].encode("utf-32-le", "surrogatepass"), dtype="<u4")
-        # Row offset of each char's block, plus its low byte: two gathers, no Python loop.
-        pos = index_arr[cps >> 8].astype(np.uint32)
-        pos <<= 8
-        pos |= cps & 0xFF
-        parts.append(codecs.latin_1_decode(blocks_arr[pos])[0])
+        parts.append(codecs.latin_1_decode(classes_np(cps, index_arr, blocks_arr))[0])
     return parts[0] if len(parts) == 1 else "".join(parts)
+
+
+def classes_np(cps, index_arr, blocks_arr):
+    """Each code point's translated char (uint8; ASCII is itself), cps a uint32 array, the tables
+    numpy arrays: the row offset of each char's block plus its low byte, two gathers."""
+    import numpy as np
+
+    pos = index_arr[cps >> 8].astype(np.uint32)
+    pos <<= 8
+    pos |= cps & 0xFF
+    return blocks_arr[pos]

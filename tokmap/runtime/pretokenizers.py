@@ -205,17 +205,21 @@ class SplitStep(SpanStep):
             self._full_regex = sre_load.load(self._f, self._full_code, self.full, "regex_full_code") or False
         return self._full_regex or None
 
+    def np_tables(self):
+        """(class_index, class_blocks) as numpy arrays over the map, made on first use."""
+        if self._np is None:
+            import numpy as np
+
+            self._np = (np.frombuffer(self.index, dtype="<u2"), np.frombuffer(self.blocks, dtype=np.uint8))
+        return self._np
+
     def translate(self, text: str) -> str:
         if self.index is None or text.isascii():
             return text
         if len(text) >= NP_THRESHOLD:
             from .charclass import translate_np
 
-            if self._np is None:
-                import numpy as np
-
-                self._np = (np.frombuffer(self.index, dtype="<u2"), np.frombuffer(self.blocks, dtype=np.uint8))
-            return translate_np(text, *self._np)
+            return translate_np(text, *self.np_tables())
         if self._memo is None:
             # One memo per step: repeated non-ASCII chars become C-level dict hits in str.translate.
             self._memo = TranslationMemo(self.index, self.blocks)

@@ -45,7 +45,7 @@ class SpaceCuts:
         self.bits = bits  # 32 bytes: bit c set = a cut may follow translated char c
         self.cache: dict[str, tuple] = {}
         self._long = LongPieces()  # the chunks longer than CHUNK_CACHE_CHARS in cache
-        self._ok = self._index = self._blocks = None
+        self._ok = None  # the bits as 256 bools, made on first use
         self._met: set[str] = set()  # the fingerprint windows of the texts met (repeats())
 
     def repeats(self, text: str) -> bool:
@@ -85,34 +85,24 @@ class SpaceCuts:
             sample += filter(None, text[a:a + SAMPLE_CHARS].split(" ")[1:-1])  # (the ends are cut words)
         return bool(sample) and sum(map(cache.__contains__, sample)) >= REPEAT_SHARE * len(sample)
 
-    def _tables(self):
-        import numpy as np
-
-        if self._ok is None:
-            self._ok = np.unpackbits(np.frombuffer(self.bits, dtype=np.uint8), bitorder="little").astype(bool)
-            self._index = np.frombuffer(self.step.index, dtype="<u2")
-            self._blocks = np.frombuffer(self.step.blocks, dtype=np.uint8)
-        return self._ok
-
     def _good(self, text: str):
         """(the positions of the text's spaces (at least one), whether the text may be cut before
         each)."""
         import numpy as np
 
-        ok = self._tables()
-        if text.isascii():
+        from .charclass import classes_np
+
+        if self._ok is None:
+            self._ok = np.unpackbits(np.frombuffer(self.bits, dtype=np.uint8), bitorder="little").astype(bool)
+        ok = self._ok
+        if text.isascii():  # (an ASCII char is its own class)
             a = np.frombuffer(text.encode("ascii"), dtype=np.uint8)
             sp = np.flatnonzero(a == 32)
             cls = a[sp - 1]
         else:
             a = np.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype="<u4")
             sp = np.flatnonzero(a == 32)
-            prev = a[sp - 1]
-            cls = prev.astype(np.uint8)  # ASCII: itself; others: their class, from the tables
-            far = np.flatnonzero(prev >= 128)
-            if len(far):
-                cp = prev[far]
-                cls[far] = self._blocks[self._index[cp >> 8].astype(np.int64) * 256 + (cp & 255)]
+            cls = classes_np(a[sp - 1], *self.step.np_tables())
         good = ok[cls]
         good[0] &= sp[0] > 0  # a space at the start follows nothing
         good[1:] &= np.diff(sp) > 1  # a space right after a space: an empty part
