@@ -231,8 +231,9 @@ def render_markdown(results: dict, chart_rel: str | None) -> str:
               "(tokmap maps the file and reads its header; building the encoder happens on first use, "
               "which `load + encode('Hello world')` includes). `one-time convert` is the export / "
               "conversion from the source file that produced that file, run once.", "",
-              "Encode: MiB/s of UTF-8 input. cold = first call on a freshly loaded object, warm = the best "
-              "of up to 3 further calls on the same object with the same text (fewer once they took 1 s). "
+              "Encode: MiB/s of UTF-8 input. cold = the best of up to 3 first calls, each on a freshly loaded "
+              "object (fewer once the next would pass 2 s in all), warm = the best "
+              "of up to 3 further calls on the last of them with the same text (fewer once they took 1 s). "
               "`ids equal` compares the peer's ids with tokmap's on the same input.", ""]
     for m in results["models"]:
         cfg_m = next((r["config"] for r in results.get("runs", []) if m["name"] in r["config"]["models"]), cfg)
