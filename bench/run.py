@@ -7,8 +7,9 @@
 For each model it converts the source where a library has its own format (tokmap .mtok, kitoken
 .kit, tokie .tkz, all under bench/out/), times loads (median of several, in-process), then for each
 corpus times a cold encode (the best of up to 3 first calls, each on a freshly loaded object) and a
-warm one (further calls on the last of those objects), and checks each peer's ids against tokmap's. Everything runs single-threaded, and each
-model in a fresh child process (run_model_isolated), all libraries of that model in that process.
+warm one (further calls on the last of those objects), and checks each peer's ids against tokmap's.
+Everything runs single-threaded, and each model in a fresh child process (run_model_isolated), all
+libraries of that model in that process.
 Then the issue-4 parts: hostile input (bench/hostile.py), whole-process cold start (bench/cold_start.py),
 encode_batch with 2 workers (bench/batch.py); short strings run per model. `--targets-only` runs only what
 issue 4's targets name (bench/targets.py). Results go to BENCHMARKS.md (an "Issue-4 targets" section with
@@ -150,9 +151,9 @@ WARM_CALLS = 3
 WARM_BUDGET_S = 1.0
 # cold: the best of up to COLD_CALLS first calls, each on a freshly loaded object, while the next
 # one (predicted to take as long as the last) keeps them within COLD_BUDGET_S. One first call is
-# one sample of the machine: on this VM single cold figures of one library moved by 15-50% between
-# runs (kitoken minilm en.txt 4.7 and 10.4 MiB/s; tokmap gemma3 wagahai.txt 73 ms alone, 85 ms
-# after tokenizers had encoded the earlier corpora in the process). hostile.py takes its calls the
+# one sample of the machine: on this VM single cold figures of one library moved by 15% to over 2x
+# between runs (kitoken minilm en.txt 4.7 and 10.4 MiB/s; tokmap gemma3 wagahai.txt 73 ms alone,
+# 83-85 ms after tokenizers had encoded the earlier corpora in the process). hostile.py takes its calls the
 # same way (best of 3 on fresh objects).
 COLD_CALLS = 3
 COLD_BUDGET_S = 2.0
@@ -212,8 +213,9 @@ def measure_encode(adapter, path: Path, model, text: str, nbytes: int, tokmap_id
         row["ids_equal"] = ids == tokmap_ids
         if not row["ids_equal"]:
             row["diff"] = _first_diff(tokmap_ids, ids)
-    _log(f"    {adapter.name:15s} cold {row['cold_mibs']:8.2f} MiB/s (best of {cold_runs})  warm {row['warm_mibs']:8.2f} MiB/s  "
-         f"ids {len(ids)}" + ("" if row.get("ids_equal", True) else "  (ids differ from tokmap)"))
+    _log(f"    {adapter.name:15s} cold {row['cold_mibs']:8.2f} MiB/s (best of {cold_runs})  "
+         f"warm {row['warm_mibs']:8.2f} MiB/s  ids {len(ids)}"
+         + ("" if row.get("ids_equal", True) else "  (ids differ from tokmap)"))
     return row
 
 

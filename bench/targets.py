@@ -270,8 +270,8 @@ def _short_table(results: dict) -> list[str]:
     lines = [f"Short strings: {sum(len(v) for v in short.SENTENCES.values())} fixed sentences of 5–60 characters "
              f"({', '.join(f'{len(v)} {k}' for k, v in short.SENTENCES.items())}), warm, one call per `encode`. "
              f"Median over the sentences of µs per call (each sentence: best of {short.ROUNDS} loops of "
-             f"{short.REPEATS} calls, one loop per round over all the sentences). Target: tokmap ≤ {SHORT_MAX_US:g} µs. In brackets: tokmap ÷ peer "
-             f"(below 1× = tokmap faster).", "",
+             f"{short.REPEATS} calls, one loop per round over all the sentences). Target: tokmap ≤ "
+             f"{SHORT_MAX_US:g} µs. In brackets: tokmap ÷ peer (below 1× = tokmap faster).", "",
              "| model | tokmap µs | target | en / zh / code µs | slowest sentence µs | " +
              " | ".join(f"{p} µs" for p in peers) + " |",
              "| --- | ---: | --- | ---: | ---: | " + " | ".join("---:" for _ in peers) + " |"]
