@@ -455,6 +455,7 @@ def worker_main(origin: str) -> None:
     if frame is None:
         return
     try:
+        from .batching import encode_each
         from .tokenizer import load
 
         if _tokmap_origin() != origin:
@@ -473,6 +474,16 @@ def worker_main(origin: str) -> None:
         _kind, job, count, payload = frame
         (add_special_tokens, kwargs), texts = _load_two(payload)
         lens, ids = array(_U32), array(_U32)
+        try:  # the chunk's misses merged in one batch (batching.py), as in-process encode_batch does
+            got = encode_each(tok, texts, add_special_tokens, kwargs)
+        except Exception:
+            got = None  # the loop below finds the first document that fails, and says which
+        if got is not None:
+            for r in got:
+                lens.append(len(r))
+                ids.fromlist(r)
+            _send(out, _OK, job, count, lens, ids)  # the lengths, then every document's ids
+            continue
         for i, text in enumerate(texts):
             try:
                 r = tok.encode(text, add_special_tokens, **kwargs)
@@ -482,7 +493,7 @@ def worker_main(origin: str) -> None:
             lens.append(len(r))
             ids.fromlist(r)
         else:
-            _send(out, _OK, job, count, lens, ids)  # the lengths, then every document's ids
+            _send(out, _OK, job, count, lens, ids)
 
 
 def _load_two(payload):

@@ -337,12 +337,19 @@ class Tokenizer:
             if as_array and not padding:
                 return ids
         else:
-            ids = [self.encode(t, add_special_tokens, **kwargs) for t in texts]
+            from .batching import encode_each
+
+            ids = encode_each(self, texts, add_special_tokens, kwargs)
         if padding:
             # Padding looks only at each sequence's length, so ids-only Encodings pad exactly.
             encs = [Encoding(x, [], [], [], []) for x in ids]
             ids = [e.ids for e in postprocess.pad_batch(encs, padding)]
         return [_as_array(x) for x in ids] if as_array else ids
+
+    @_guard
+    def _guarded_groups(self, groups):
+        """The model's ids of batching.py's recorded piece groups (corrupted data: FormatError)."""
+        return self.model.encode_piece_groups(groups)
 
     def _pool_for(self, texts, num_workers, kwargs):
         """The worker pool when this batch is worth sending to one, else None (in-process)."""

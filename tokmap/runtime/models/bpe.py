@@ -13,7 +13,7 @@ import gc
 import heapq
 import sys
 from bisect import bisect_left
-from itertools import chain, compress, filterfalse, repeat
+from itertools import chain, compress, filterfalse, islice, repeat
 from operator import is_, is_not
 
 from ... import mtok
@@ -128,6 +128,27 @@ class BPE(VocabFile):
             ids = next(iter(self._fill_misses(pieces, runs)))
             return ids if type(ids) is list else list(ids)
         return concat(self._fill_misses(pieces, runs))
+
+    def encode_piece_groups(self, groups: list) -> list[list[int]]:
+        """encode_pieces(pieces, runs) of each (pieces, runs) in groups, the misses of all of them
+        filled by one _fill_misses (batching.py: one batch merge for many documents). Groups
+        whose pieces are all cached first take encode_pieces' one pass each, up to the first miss."""
+        cache = self.piece_cache
+        out: list = []
+        if cache:
+            try:
+                for pieces, _runs in groups:
+                    out.append(concat(map(cache.__getitem__, pieces)))
+            except KeyError:
+                pass
+        rest = groups[len(out):]
+        if not rest:
+            return out
+        long = [r for _p, r in rest if r is not None]  # (k is the pattern's: the same in every group)
+        runs = (long[0][0], set().union(*(r[1] for r in long))) if long else None
+        ids = self._fill_misses(list(chain.from_iterable(p for p, _r in rest)), runs)
+        out += [concat(islice(ids, len(p))) for p, _r in rest]
+        return out
 
     def piece_ids(self, pieces: list[str], runs=None):
         """Each piece's ids in order (a tuple each; a list for a piece longer than CACHE_PIECE),
