@@ -61,7 +61,7 @@ def test_same_ids_in_order(name, exported, docs):
 
 
 def test_jobs_through_a_small_pipe(exported, docs, monkeypatch):
-    """With the job pipe at one page, jobs go in many partial writes, two queued per worker: every
+    """With the job pipe at one page, jobs go in many partial writes, several queued per worker: every
     document still comes back once, in order (the outbox, the write-readiness wait, and the caller
     never blocking on a worker that is writing its result)."""
     monkeypatch.setattr(parallel, "_PIPE_BYTES", 4096)
@@ -82,7 +82,35 @@ def test_jobs_through_a_small_pipe(exported, docs, monkeypatch):
     with tokmap.load(exported("llama3")) as tok:
         big = docs + [" ".join(docs)[:300_000]] * 3  # jobs far larger than the pipe
         assert tok.encode_batch(big, num_workers=2) == [tok.encode(t) for t in big]
-    assert any(partial) and most_queued[0] == parallel.IN_FLIGHT >= 2
+    assert any(partial) and 3 <= most_queued[0] <= parallel.IN_FLIGHT
+
+
+def test_worker_groups_the_jobs_waiting():
+    """A worker encodes the jobs waiting in its pipe as one group, all but the last (left queued
+    while it works), only jobs of equal arguments, and finishes what is queued after EOF."""
+    import pickle
+    from collections import deque
+
+    r, w = os.pipe()
+    try:
+        def job(k, args, texts):
+            parallel._send(w, parallel._JOB, k, len(texts), pickle.dumps(args, 5), pickle.dumps(texts, 5))
+
+        plain, other = (True, {"allowed_special": None}), (False, {"allowed_special": None})
+        for k in range(5):
+            job(k, plain if k < 2 else other, [f"doc {k}", "x"])
+        queue = deque()
+        group = parallel._next_jobs(queue, r)
+        assert [g[0] for g in group] == [0, 1] and group[1][2:] == (plain, ["doc 1", "x"])
+        assert [g[0] for g in parallel._next_jobs(queue, r)] == [2, 3]  # (4 left queued)
+        os.close(w)
+        w = None
+        assert [g[0] for g in parallel._next_jobs(queue, r)] == [4]  # the last, at EOF
+        assert parallel._next_jobs(queue, r) is None
+    finally:
+        os.close(r)
+        if w is not None:
+            os.close(w)
 
 
 def test_unpack_shares_int_objects():

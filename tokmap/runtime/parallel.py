@@ -21,17 +21,24 @@ import -> load -> encode path. Decisions, with the reasons measured for issue 4:
   shared memory would win nothing worth its clean-up hazards. The caller's lists take their ints
   from a table made once per pool (id -> int object) instead of making each anew: the caller's
   work runs on the workers' cores, so each of its milliseconds is one a worker loses.
-- Two chunks in flight per worker (IN_FLIGHT): the next job waits in the worker's pipe while it
-  encodes the current one, so it never idles for a round trip through the caller. With one in
-  flight, those round trips left each worker idle about 10% of a batch's wall time (the caller has
-  to be scheduled, read the result and write the next job while both cores run workers). The
-  caller's writes are non-blocking (what a full pipe does not take waits in the worker's outbox
+- Up to six chunks in flight per worker (IN_FLIGHT), and the worker encodes the jobs waiting in
+  its pipe as one group, all but the last (batching.py: the documents' misses merge in one batch,
+  whose fixed costs come per call). The job left queued is what the worker encodes while the
+  caller reads its results and writes more, so it never idles for a round trip through the
+  caller (with one job in flight, those round trips left each worker idle about 10% of a batch's
+  wall time: the caller has to be scheduled while both cores run workers). Grouping matters since
+  the in-process encode_batch merges ~1M chars at once: with each chunk merged alone, the workers
+  spent 12-18% more CPU than one process on bench/parallel.py's fresh slices (Llama 3), and the
+  ratio fell to ~1.6. Grouped, with chunks halving towards a share's end: four in flight ~1.73,
+  six 1.72-1.84 (bench/parallel.py --models llama3, medians of 5 fresh slices, 3 and 6 runs).
+  The caller's writes are non-blocking (what a full pipe does not take waits in the worker's outbox
   until the selector says the pipe has room), so the caller never blocks on a worker that is itself
-  blocked writing a result the caller has not read yet, and the worker stays a plain sequential
-  loop. Its pipes are enlarged to 1 MiB where Linux allows, so most jobs go in one write and a
-  worker writes most results whole and goes on to its next job while the caller reads.
-- Each worker owns a contiguous share of the batch, cut into chunks that shrink towards its end and
-  run largest first, and a worker that runs dry takes the smallest chunk of the share with most
+  blocked writing a result the caller has not read yet. Its pipes are enlarged to 1 MiB where
+  Linux allows, so most jobs go in one write and a worker writes most results whole and goes on to
+  its next job while the caller reads.
+- Each worker owns a contiguous share of the batch, cut into chunks that halve towards its end and
+  run largest first (a worker's first group is then most of its share, and the last small chunks
+  stay with the caller to be stolen), and a worker that runs dry takes the smallest chunk of the share with most
   left. Shares and chunks are weighed in UTF-8 bytes, not characters: a CJK character costs about
   three times an ASCII one, and on bench/parallel.py's lines set (llama3, five fresh slices) the
   character-weighed shares took 0.91 s and 1.17 s of CPU, the byte-weighed ones 0.96 s and 1.08 s.
@@ -72,7 +79,7 @@ from ..errors import TokmapError
 # Below this many characters in the whole batch the in-process loop is faster (bench/parallel.py).
 PARALLEL_MIN_CHARS = 1 << 16
 _MIN_CHUNK_BYTES = 1 << 14
-IN_FLIGHT = 2  # jobs queued at a worker at once (see the module docstring)
+IN_FLIGHT = 6  # jobs queued at a worker at once (see the module docstring)
 _PIPE_BYTES = 1 << 20
 
 # Frames: kind (I), job id (I), count (I), payload length (Q), then the payload.
@@ -98,7 +105,7 @@ def plan_chunks(texts, workers: int, weight: list[int] | None = None) -> list[li
 
     The batch is cut into `workers` contiguous shares of about equal weight (UTF-8 bytes unless
     `weight` gives each document's), and each share into chunks that shrink towards its end (each
-    a quarter of what remains of the share), so a worker's last chunks are small and stealing them
+    half of what remains of the share), so a worker's last chunks are small and stealing them
     evens out the finish.
     """
     weight = weights(texts) if weight is None else weight
@@ -106,7 +113,7 @@ def plan_chunks(texts, workers: int, weight: list[int] | None = None) -> list[li
     queues: list[list[tuple[int, int]]] = [[] for _ in range(workers)]
     share, start, size, done = 0, 0, 0, 0
     left = total // workers  # weight left in the current share
-    target = max(_MIN_CHUNK_BYTES, left // 4)
+    target = max(_MIN_CHUNK_BYTES, left // 2)
     for i, w in enumerate(weight):
         size += w
         share_end = size >= left and share < workers - 1
@@ -118,7 +125,7 @@ def plan_chunks(texts, workers: int, weight: list[int] | None = None) -> list[li
             if share_end or left <= 0:
                 share = min(share + 1, workers - 1)
                 left = (total - done) // (workers - share)
-            target = max(_MIN_CHUNK_BYTES, left // 4)
+            target = max(_MIN_CHUNK_BYTES, left // 2)
     if start < len(weight):
         queues[share].append((start, len(weight)))
     # Largest first within a share: a long document at the end of a share (one chunk on its own)
@@ -455,7 +462,6 @@ def worker_main(origin: str) -> None:
     if frame is None:
         return
     try:
-        from .batching import encode_each
         from .tokenizer import load
 
         if _tokmap_origin() != origin:
@@ -470,18 +476,57 @@ def worker_main(origin: str) -> None:
         return
     _send(out, _READY, 0, 0, b"")
     pid = os.getpid()
-    while (frame := _recv(0)) is not None:
-        _kind, job, count, payload = frame
-        (add_special_tokens, kwargs), texts = _load_two(payload)
+    queue: deque = deque()
+    while (group := _next_jobs(queue)) is not None:
+        _answer(out, tok, pid, group)
+
+
+def _next_jobs(queue: deque, fd: int = 0):
+    """The worker's next jobs to encode as one group (see the module docstring), as (job, count,
+    arguments, texts): those waiting in its pipe but the last, at least one; None once stdin is
+    closed and nothing is left. Only jobs of equal arguments group (one encode_batch call sends
+    all of its jobs with the same)."""
+    import select
+
+    if not queue:
+        frame = _recv(fd)
+        if frame is None:
+            return None
+        queue.append(frame)
+    while select.select([fd], [], [], 0)[0]:
+        frame = _recv(fd)
+        if frame is None:  # stdin closed: what is queued is still answered
+            break
+        queue.append(frame)
+    group = []
+    for _ in range(max(1, len(queue) - 1)):
+        _kind, job, count, payload = queue[0]
+        args, texts = _load_two(payload)
+        if group and args != group[0][2]:
+            break
+        queue.popleft()
+        group.append((job, count, args, texts))
+    return group
+
+
+def _answer(out: int, tok, pid: int, group: list) -> None:
+    """Encode a group of jobs as one batch and send each job's result (or, when that fails, each
+    job's documents one by one, so that the error names the first failing document)."""
+    from .batching import encode_each
+
+    add_special_tokens, kwargs = group[0][2]
+    try:
+        got = encode_each(tok, [t for g in group for t in g[3]], add_special_tokens, kwargs)
+    except Exception:
+        got = None
+    at = 0
+    for job, count, (add_special_tokens, kwargs), texts in group:
         lens, ids = array(_U32), array(_U32)
-        try:  # the chunk's misses merged in one batch (batching.py), as in-process encode_batch does
-            got = encode_each(tok, texts, add_special_tokens, kwargs)
-        except Exception:
-            got = None  # the loop below finds the first document that fails, and says which
         if got is not None:
-            for r in got:
+            for r in got[at:at + count]:
                 lens.append(len(r))
                 ids.fromlist(r)
+            at += count
             _send(out, _OK, job, count, lens, ids)  # the lengths, then every document's ids
             continue
         for i, text in enumerate(texts):
