@@ -1,5 +1,6 @@
-"""In-process encode_batch (runtime/batching.py): the misses of many documents are merged in one
-batch, and every document's ids are still exactly encode()'s, in order, with encode()'s errors.
+"""In-process encode_batch (runtime/batching.py): the model input of many documents goes to the
+model in one call, and every document's ids are still exactly encode()'s, in order, with
+encode()'s errors.
 
 Each comparison uses two freshly loaded tokenizers, one for encode_batch and one for the
 encode() loop, so that the batch starts cold (its piece cache empty) as a first call would."""
@@ -31,16 +32,19 @@ def _pair(path):
     return tokmap.load(path), tokmap.load(path)
 
 
-@pytest.mark.parametrize("name", ["llama3", "qwen3", "cl100k_base", "o200k_base", "gpt2", "tekken"])
-def test_batch_equals_encode_loop(name, exported, docs, monkeypatch):
+@pytest.mark.parametrize("name,kind", [("llama3", "pieces"), ("qwen3", "pieces"), ("cl100k_base", "pieces"),
+                                       ("o200k_base", "pieces"), ("gpt2", "pieces"), ("tekken", "pieces"),
+                                       ("gemma3", "words"), ("llama2", "words")])
+def test_batch_equals_encode_loop(name, kind, exported, docs, monkeypatch):
     a, b = _pair(exported(name))
-    assert batching.batchable(a)
+    assert batching.batch_kind(a) == kind
     expected = [b.encode(t) for t in docs]
     calls = []
-    fill = a.model.encode_piece_groups
-    monkeypatch.setattr(a.model, "encode_piece_groups", lambda groups: calls.append(len(groups)) or fill(groups))
+    fill = a._fill_deferred
+    monkeypatch.setattr(a, "_fill_deferred", lambda k, rec: calls.append((k, len(rec))) or fill(k, rec))
     assert a.encode_batch(docs) == expected
-    assert calls and max(calls) > 100  # the documents' pieces really went to the model together
+    # the documents' model input really went to the model together
+    assert calls and {k for k, _ in calls} == {kind} and max(n for _, n in calls) > 100
     assert a.encode_batch(docs) == expected  # warm: every piece cached
 
 
@@ -86,10 +90,10 @@ def test_tiktoken_specials_and_errors(exported, docs):
 
 
 def test_other_pipelines_run_per_document(exported, docs):
-    """Models without encode_piece_groups, and files with truncation, keep encode() per document."""
-    for name in ("minilm", "gemma3", "llama2"):
+    """Models with no batch fill keep encode() per document."""
+    for name in ("minilm", "botchan-unigram", "botchan-wordlevel"):
         a, b = _pair(exported(name))
-        assert not batching.batchable(a)
+        assert batching.batch_kind(a) is None
         assert a.encode_batch(docs[:60]) == [b.encode(t) for t in docs[:60]]
 
 
@@ -97,5 +101,26 @@ def test_resolve_places_each_group():
     d = batching.DEFERRED
     filled = iter([[1, 2], [3], [4, 5, 6], [7]])
     plans = [[d], [9, d], [d, 8, d], [], [0]]
-    assert [batching._resolve(p, filled) for p in plans[:3]] == [[1, 2], [9, 3], [4, 5, 6, 8, 7]]
-    assert batching._resolve(plans[3], filled) == [] and batching._resolve(plans[4], filled) == [0]
+    assert [batching._resolve(p, filled, True) for p in plans[:3]] == [[1, 2], [9, 3], [4, 5, 6, 8, 7]]
+    assert batching._resolve(plans[3], filled, True) == [] and batching._resolve(plans[4], filled, True) == [0]
+    shared = (5, 6)  # a word's cached tuple, which two markers may share: never changed
+    assert [batching._resolve(p, iter([shared, shared]), False) for p in ([9, d], [d])] == [[9, 5, 6], [5, 6]]
+
+
+def test_words_of_a_metaspace_pipeline(testdata, tmp_path, docs):
+    """Llama 2's model behind a Metaspace pre-tokenizer that splits: many words a stretch, each a
+    marker of its own, filled in order; the ids are tokenizers' own."""
+    import json
+
+    from conftest import export_variant, model_source
+
+    doc = json.loads(model_source(testdata, "llama2").read_text(encoding="utf-8"))
+    doc["normalizer"] = None
+    doc["pre_tokenizer"] = {"type": "Metaspace", "replacement": "\u2581", "prepend_scheme": "always", "split": True}
+    ref, a = export_variant(doc, tmp_path)
+    b = tokmap.load(a.path)
+    assert batching.batch_kind(a) == "words"
+    some = docs[:120]
+    got = a.encode_batch(some)
+    assert got == [b.encode(t) for t in some]
+    assert got[:40] == [e.ids for e in ref.encode_batch(some[:40])]

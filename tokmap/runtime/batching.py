@@ -1,21 +1,24 @@
 """encode_batch in one process: the model's misses of many documents merged in one batch.
 
-A first encode of a document pays the batch merge's fixed costs (a few dozen numpy calls a round,
-~1 ms a call) once per document; a batch of 83 new documents of ~22 KB each (bench/parallel.py's
-fresh slices, Llama 3) spent ~400 ms doc by doc where one merge for all of them took ~290 ms.
+A first encode of a document pays the batch merge's fixed costs (a few dozen numpy calls a round)
+once per document; a batch of 83 new documents of ~22 KB each (bench/parallel.py's fresh slices,
+Llama 3) spent ~400 ms doc by doc where one merge for all of them took ~290 ms.
 
 So encode_each runs every document's pipeline as encode() does, up to the model: a copy of the
-pipeline (Pipeline.deferring) records each stretch's pieces instead of encoding them and puts one
-DEFERRED marker in the ids in their place. The recorded pieces of a group of documents then go to
-the model at once (`encode_piece_groups`, one dict pass and one batch merge for all of their
-misses), and each marker is replaced by its pieces' ids. A piece's ids do not depend on its
-neighbours or on the cache's state, so the ids are encode()'s, document by document; what the
-documents share is only the work.
+tokenizer whose pipeline hands the model's input to a recorder instead, which puts a DEFERRED
+marker in the ids in place of what the model would have given. The recorded input of a group of
+documents then goes to the model in one call, and each marker is replaced by its share of the
+result. A piece's (or word's) ids do not depend on its neighbours or on the cache's state, so the
+ids are encode()'s, document by document; what the documents share is only the work.
 
-Only where that holds simply: a model with encode_piece_groups (byte-level BPE), a pipeline with
-the one-regex fast path, no truncation or padding in between (they count ids the markers stand
-in for). Anything else runs encode() per document. Groups are cut at GROUP_CHARS so that a corpus
-passed as one list never holds all of its pieces at once.
+Two places to record, by the pipeline's shape (`kind`):
+- "pieces": byte-level BPE over the one-regex fast split (Pipeline._piece_ids). Each stretch's
+  pieces are one group and one marker; BPE.encode_piece_groups fills all groups at once.
+- "words": char-level BPE over fastpath.py's whole-stretch path (Llama 2, Gemma 3). Each word
+  handed to the model is one marker; CharBPE.encode_word_parts fills all of them at once.
+Anything else (other models, truncation or padding in between, which count ids the markers stand
+in for) runs encode() per document. Groups are cut at GROUP_CHARS so that a corpus passed as one
+list never holds all of its pieces at once.
 """
 
 from __future__ import annotations
@@ -23,8 +26,8 @@ from __future__ import annotations
 import copy
 from gc import disable as gc_disable, enable as gc_enable, isenabled as gc_isenabled
 
-GROUP_CHARS = 1 << 20  # chars of documents whose pieces are merged together (Llama 3: 64K chars
-# saved 17% of the doc-by-doc time, 256K 23%, 1M 27%, all at once 28%)
+GROUP_CHARS = 1 << 20  # chars of documents whose model input is merged together (Llama 3: 64K
+# chars saved 17% of the doc-by-doc time, 256K 23%, 1M 27%, all at once 28%)
 
 
 class _Deferred:
@@ -34,22 +37,29 @@ class _Deferred:
         return "DEFERRED"
 
 
-DEFERRED = _Deferred()  # stands in a document's ids for one stretch's pieces, until encode_each fills it
+DEFERRED = _Deferred()  # stands in a document's ids for what the model has not given yet
+_ONE = (DEFERRED,)
 
 
-def batchable(tok) -> bool:
-    """Whether tok's encode() can defer its model calls (see the module docstring)."""
+def batch_kind(tok) -> str | None:
+    """"pieces", "words" or None (encode() per document): see the module docstring."""
     if tok.api not in ("hf", "tiktoken", "tekken"):
-        return False
+        return None
     if tok.api == "hf" and (tok.meta.get("truncation") or tok.meta.get("padding")):
-        return False
-    return tok.pipeline.fast_split is not None and hasattr(tok.model, "encode_piece_groups")
+        return None
+    pipe, model = tok.pipeline, tok.model
+    if pipe.fast_split is not None:
+        return "pieces" if hasattr(model, "encode_piece_groups") else None
+    if pipe.fast is not None and hasattr(model, "encode_word_parts"):
+        return "words"
+    return None
 
 
 def encode_each(tok, texts: list, add_special_tokens: bool, kwargs: dict) -> list[list[int]]:
-    """[tok.encode(t, add_special_tokens, **kwargs) for t in texts], each group's misses merged
-    together. Errors are encode()'s, raised for the first document in order that has one."""
-    if len(texts) < 2 or not batchable(tok):
+    """[tok.encode(t, add_special_tokens, **kwargs) for t in texts], each group's model input
+    merged together. Errors are encode()'s, raised for the first document in order that has one."""
+    kind = batch_kind(tok) if len(texts) > 1 else None
+    if kind is None:
         return [tok.encode(t, add_special_tokens, **kwargs) for t in texts]
     out: list = []
     start = 0
@@ -59,40 +69,77 @@ def encode_each(tok, texts: list, add_special_tokens: bool, kwargs: dict) -> lis
             t = texts[end]
             size += len(t) if type(t) is str else 0  # (not a str: encode() says so, in order)
             end += 1
-        out += _encode_group(tok, texts[start:end], add_special_tokens, kwargs)
+        out += _encode_group(tok, kind, texts[start:end], add_special_tokens, kwargs)
         start = end
     return out
 
 
-def _encode_group(tok, texts: list, add_special_tokens: bool, kwargs: dict) -> list[list[int]]:
-    groups: list = []
-    twin = copy.copy(tok)  # (shallow: the same file, model and caches; only its pipeline differs)
-    twin._pipeline = tok.pipeline.deferring(groups)
+def _encode_group(tok, kind: str, texts: list, add_special_tokens: bool, kwargs: dict) -> list[list[int]]:
+    recorded: list = []
+    twin = _recording(tok, kind, recorded)
     plans = [twin.encode(t, add_special_tokens, **kwargs) for t in texts]
-    if not groups:
+    if not recorded:
         return plans
-    filled = iter(_fill(tok, groups))
-    return [_resolve(ids, filled) for ids in plans]
-
-
-def _fill(tok, groups: list) -> list[list[int]]:
-    """The recorded groups' ids, the collector paused as encode() pauses it for a long text."""
-    paused = gc_isenabled()
+    paused = gc_isenabled()  # (as encode() pauses it for a long text: see tokenizer._guard)
     if paused:
         gc_disable()
     try:
-        return tok._guarded_groups(groups)
+        filled = iter(tok._fill_deferred(kind, recorded))
     finally:
         if paused:
             gc_enable()
+    owned = kind == "pieces"  # (encode_piece_groups makes a new list a group; word parts may be cached tuples)
+    return [_resolve(ids, filled, owned) for ids in plans]
 
 
-def _resolve(ids: list, filled) -> list[int]:
-    """A planned document's ids with each DEFERRED replaced by its group's ids."""
+def _recording(tok, kind: str, recorded: list):
+    """A shallow copy of tok (the same file, model and caches) whose pipeline records the model's
+    input in `recorded` and gives markers in its place."""
+    from . import fastpath
+
+    pipe = copy.copy(tok.pipeline)
+    if kind == "pieces":
+        split, runs = pipe._split_runs, pipe.runs
+
+        def piece_ids(text: str) -> list:
+            recorded.append(split(text, runs))
+            return [DEFERRED]
+
+        pipe._piece_ids = piece_ids
+    else:
+        pipe.model = _WordRecorder(tok.model, recorded)
+        pipe.fast = fastpath.build(pipe)
+    twin = copy.copy(tok)
+    twin._pipeline = pipe
+    return twin
+
+
+class _WordRecorder:
+    """The model as fastpath.py sees it, recording the words it is given (CharBPE's encode_words
+    is encode_word_parts joined, so one marker a word serves both)."""
+
+    def __init__(self, model, recorded: list):
+        self._model, self._recorded = model, recorded
+
+    def __getattr__(self, name):
+        return getattr(self._model, name)
+
+    def encode_words(self, words: list[str]) -> list:
+        self._recorded.extend(words)
+        return [DEFERRED] * len(words)
+
+    def encode_word_parts(self, words: list[str]) -> list:
+        self._recorded.extend(words)
+        return [_ONE] * len(words)
+
+
+def _resolve(ids: list, filled, owned: bool) -> list[int]:
+    """A planned document's ids with each DEFERRED replaced by the next filled ids. owned: those
+    are new lists, which this document may take and change."""
     n = ids.count(DEFERRED)
     if not n:
         return ids
-    if n == 1 and ids[-1] is DEFERRED:  # (the usual: [marker] or [BOS, marker])
+    if owned and n == 1 and ids[-1] is DEFERRED:  # (the usual: [marker] or [BOS, marker])
         got = next(filled)
         if len(ids) > 1:
             got[:0] = ids[:-1]

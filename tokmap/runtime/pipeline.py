@@ -263,23 +263,6 @@ class Pipeline:
         pieces, runs = self._split_runs(text, self.runs)
         return self.model.encode_pieces(pieces) if runs is None else self.model.encode_pieces(pieces, runs)
 
-    def deferring(self, groups: list) -> "Pipeline":
-        """A shallow copy whose _piece_ids appends (pieces, runs) to groups and gives the one-item
-        list [batching.DEFERRED] in place of their ids (batching.encode_each fills them)."""
-        import copy
-
-        from .batching import DEFERRED
-
-        split, runs = self._split_runs, self.runs
-
-        def piece_ids(text: str) -> list:
-            groups.append(split(text, runs))
-            return [DEFERRED]
-
-        twin = copy.copy(self)
-        twin._piece_ids = piece_ids
-        return twin
-
     def _fast_text(self, text: str, ids: list) -> None:
         """_units_of_text + the model, for a stretch with no raw-pass added token, ids only."""
         if self.normalizers:

@@ -347,9 +347,12 @@ class Tokenizer:
         return [_as_array(x) for x in ids] if as_array else ids
 
     @_guard
-    def _guarded_groups(self, groups):
-        """The model's ids of batching.py's recorded piece groups (corrupted data: FormatError)."""
-        return self.model.encode_piece_groups(groups)
+    def _fill_deferred(self, kind: str, recorded: list) -> list:
+        """What batching.py's markers stand for (corrupted data: FormatError): each recorded
+        (pieces, runs) group's ids ("pieces"), or each recorded word's ("words")."""
+        if kind == "pieces":
+            return self.model.encode_piece_groups(recorded)
+        return self.model.encode_word_parts(recorded)
 
     def _pool_for(self, texts, num_workers, kwargs):
         """The worker pool when this batch is worth sending to one, else None (in-process)."""
