@@ -45,7 +45,9 @@ def test_batch_equals_encode_loop(name, kind, exported, docs, monkeypatch):
     assert a.encode_batch(docs) == expected
     # the documents' model input really went to the model together
     assert calls and {k for k, _ in calls} == {kind} and max(n for _, n in calls) > 100
-    assert a.encode_batch(docs) == expected  # warm: every piece cached
+    del calls[:]
+    assert a.encode_batch(docs) == expected  # warm: cached stretches take their ids at once
+    assert sum(n for _, n in calls) < 20
 
 
 def test_groups_of_few_chars(exported, docs, monkeypatch):
@@ -124,3 +126,13 @@ def test_words_of_a_metaspace_pipeline(testdata, tmp_path, docs):
     got = a.encode_batch(some)
     assert got == [b.encode(t) for t in some]
     assert got[:40] == [e.ids for e in ref.encode_batch(some[:40])]
+
+
+def test_small_batches_run_per_document(exported, monkeypatch):
+    """Below MIN_CHARS in all, encode() per document (a group's set-up would cost more)."""
+    a, b = _pair(exported("llama3"))
+    seen = []
+    monkeypatch.setattr(batching, "_encode_group", lambda *args: seen.append(args) or [])
+    small = ["Hello world", "How are you?", "x" * 100]
+    assert a.encode_batch(small) == [b.encode(t) for t in small] and not seen
+    assert a.encode_batch(small * 40) == [] and seen  # (4.6K chars: batched, by the stand-in)

@@ -129,6 +129,13 @@ class BPE(VocabFile):
             return ids if type(ids) is list else list(ids)
         return concat(self._fill_misses(pieces, runs))
 
+    def cached_ids(self, pieces: list[str]) -> list[int] | None:
+        """encode_pieces(pieces) when every piece is cached (one C-level pass), else None."""
+        try:
+            return concat(map(self.piece_cache.__getitem__, pieces))
+        except KeyError:
+            return None
+
     def encode_piece_groups(self, groups: list) -> list[list[int]]:
         """encode_pieces(pieces, runs) of each (pieces, runs) in groups, the misses of all of them
         filled by one _fill_misses (batching.py: one batch merge for many documents). Groups

@@ -249,6 +249,11 @@ class CharBPE(BPE):
         parts = self.encode_word_parts(words)
         return parts[0] if len(parts) == 1 else concat(parts)
 
+    def cached_parts(self, words: list[str]) -> list | None:
+        """encode_word_parts(words) when every word is cached (one C-level pass), else None."""
+        parts = list(map(self.piece_cache.get, words))
+        return None if None in parts else parts
+
     def encode_word_parts(self, words: list[str]) -> list[tuple[int, ...]]:
         """Each piece's ids. The pieces not remembered are cut into sub-pieces all at once, and
         those not remembered either are merged in one batch (_encode_subs)."""
