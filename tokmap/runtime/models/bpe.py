@@ -137,25 +137,13 @@ class BPE(VocabFile):
             return None
 
     def encode_piece_groups(self, groups: list) -> list[list[int]]:
-        """encode_pieces(pieces, runs) of each (pieces, runs) in groups, the misses of all of them
-        filled by one _fill_misses (batching.py: one batch merge for many documents). Groups
-        whose pieces are all cached first take encode_pieces' one pass each, up to the first miss."""
-        cache = self.piece_cache
-        out: list = []
-        if cache:
-            try:
-                for pieces, _runs in groups:
-                    out.append(concat(map(cache.__getitem__, pieces)))
-            except KeyError:
-                pass
-        rest = groups[len(out):]
-        if not rest:
-            return out
-        long = [r for _p, r in rest if r is not None]  # (k is the pattern's: the same in every group)
+        """encode_pieces(pieces, runs) of each (pieces, runs) in groups, a new list each, the
+        misses of all of them filled by one _fill_misses (batching.py: one batch merge for many
+        documents; the groups it records are those with a miss, so no all-hits pass is tried)."""
+        long = [r for _p, r in groups if r is not None]  # (k is the pattern's: the same in every group)
         runs = (long[0][0], set().union(*(r[1] for r in long))) if long else None
-        ids = self._fill_misses(list(chain.from_iterable(p for p, _r in rest)), runs)
-        out += [concat(islice(ids, len(p))) for p, _r in rest]
-        return out
+        ids = self._fill_misses(list(chain.from_iterable(p for p, _r in groups)), runs)
+        return [concat(islice(ids, len(p))) for p, _r in groups]
 
     def piece_ids(self, pieces: list[str], runs=None):
         """Each piece's ids in order (a tuple each; a list for a piece longer than CACHE_PIECE),
