@@ -41,7 +41,7 @@ def test_batch_equals_encode_loop(name, kind, exported, docs, monkeypatch):
     expected = [b.encode(t) for t in docs]
     calls = []
     fill = a._fill_deferred
-    monkeypatch.setattr(a, "_fill_deferred", lambda k, rec: calls.append((k, len(rec))) or fill(k, rec))
+    monkeypatch.setattr(a, "_fill_deferred", lambda rec, k: calls.append((k, len(rec))) or fill(rec, k))
     assert a.encode_batch(docs) == expected
     # the documents' model input really went to the model together
     assert calls and {k for k, _ in calls} == {kind} and max(n for _, n in calls) > 100
@@ -136,3 +136,17 @@ def test_small_batches_run_per_document(exported, monkeypatch):
     small = ["Hello world", "How are you?", "x" * 100]
     assert a.encode_batch(small) == [b.encode(t) for t in small] and not seen
     assert a.encode_batch(small * 40) == [] and seen  # (4.6K chars: batched, by the stand-in)
+
+
+def test_fill_runs_with_the_collector_paused(exported, docs, monkeypatch):
+    """The group's fill makes an object per new piece, as a long encode() does: the cyclic
+    collector is paused for it and running again after."""
+    import gc
+
+    a = tokmap.load(exported("llama3"))
+    during = []
+    fill = a.model.encode_piece_groups
+    monkeypatch.setattr(a.model, "encode_piece_groups", lambda g: during.append(gc.isenabled()) or fill(g))
+    assert gc.isenabled()
+    a.encode_batch(docs)
+    assert during and not any(during) and gc.isenabled()

@@ -24,7 +24,6 @@ list never holds all of its pieces at once.
 from __future__ import annotations
 
 import copy
-from gc import disable as gc_disable, enable as gc_enable, isenabled as gc_isenabled
 
 from .models import concat
 
@@ -86,14 +85,7 @@ def _encode_group(tok, kind: str, texts: list, add_special_tokens: bool, kwargs:
     plans = [twin.encode(t, add_special_tokens, **kwargs) for t in texts]
     if not recorded:
         return plans
-    paused = gc_isenabled()  # (as encode() pauses it for a long text: see tokenizer._guard)
-    if paused:
-        gc_disable()
-    try:
-        filled = iter(tok._fill_deferred(kind, recorded))
-    finally:
-        if paused:
-            gc_enable()
+    filled = iter(tok._fill_deferred(recorded, kind))
     owned = kind == "pieces"  # (encode_piece_groups makes a new list a group; word parts may be cached tuples)
     return [_resolve(ids, filled, owned) for ids in plans]
 

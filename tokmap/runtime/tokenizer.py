@@ -78,11 +78,13 @@ def _guard(fn, pause_gc: bool = False):
     refcounting frees all of it and the pause loses nothing; the collector runs as usual once
     the call returns. Short texts skip the pause (it costs a few tenths of a microsecond, and
     they make few objects), as do calls made while the collector is off already, and a text
-    passed by keyword."""
+    passed by keyword. A list in the text's place (the model input batching.py recorded for a
+    group of documents, at least 4K chars) always pauses it."""
 
     def wrapper(self, *args, **kwargs):
         # (text taken from args, so that a call missing it fails in fn, with fn's name)
-        paused = pause_gc and args and type(args[0]) is str and len(args[0]) >= PAUSE_GC_CHARS and gc_isenabled()
+        paused = pause_gc and args and (type(args[0]) is str and len(args[0]) >= PAUSE_GC_CHARS
+                                        or type(args[0]) is list) and gc_isenabled()
         if paused:
             gc_disable()
         try:
@@ -346,10 +348,11 @@ class Tokenizer:
             ids = [e.ids for e in postprocess.pad_batch(encs, padding)]
         return [_as_array(x) for x in ids] if as_array else ids
 
-    @_guard
-    def _fill_deferred(self, kind: str, recorded: list) -> list:
-        """What batching.py's markers stand for (corrupted data: FormatError): each recorded
-        (pieces, runs) group's ids ("pieces"), or each recorded word's ("words")."""
+    @_encoding
+    def _fill_deferred(self, recorded: list, kind: str) -> list:
+        """What batching.py's markers stand for (corrupted data: FormatError; the collector paused
+        as for a long text): each recorded (pieces, runs) group's ids ("pieces"), or each recorded
+        word's ("words")."""
         if kind == "pieces":
             return self.model.encode_piece_groups(recorded)
         return self.model.encode_word_parts(recorded)
