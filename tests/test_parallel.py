@@ -66,21 +66,22 @@ def test_jobs_through_a_small_pipe(exported, docs, monkeypatch):
     never blocking on a worker that is writing its result)."""
     monkeypatch.setattr(parallel, "_PIPE_BYTES", 4096)
     partial, most_queued = [], [0]
-    flush, feed = parallel._Worker.flush, parallel.WorkerPool._feed
+    flush, emit = parallel._Worker.flush, parallel.WorkerPool._emit
 
     def spy_flush(w):
         done = flush(w)
         partial.append(not done)
         return done
 
-    def spy_feed(self, w, *args):
-        feed(self, w, *args)
+    def spy_emit(self, w, *args):
+        emit(self, w, *args)
         most_queued[0] = max(most_queued[0], len(w.jobs))
 
     monkeypatch.setattr(parallel._Worker, "flush", spy_flush)
-    monkeypatch.setattr(parallel.WorkerPool, "_feed", spy_feed)
+    monkeypatch.setattr(parallel.WorkerPool, "_emit", spy_emit)
     with tokmap.load(exported("llama3")) as tok:
-        big = docs + [" ".join(docs)[:300_000]] * 3  # jobs far larger than the pipe
+        joined = " ".join(docs)
+        big = docs + [joined[k * 100_000:(k + 3) * 100_000] for k in range(6)]  # jobs far larger than the pipe
         assert tok.encode_batch(big, num_workers=2) == [tok.encode(t) for t in big]
     assert any(partial) and 3 <= most_queued[0] <= parallel.IN_FLIGHT
 
@@ -111,6 +112,86 @@ def test_worker_groups_the_jobs_waiting():
         os.close(r)
         if w is not None:
             os.close(w)
+
+
+def test_worker_reads_a_burst_whole():
+    """A burst's frames carry _MORE: the worker waits for the rest of it before it groups (here the
+    caller's second write comes 0.2 s after the first), and keeps the last job back; a burst whose
+    last job is _LAST (the caller has nothing more) is grouped whole."""
+    import pickle
+    import threading
+    import time
+    from collections import deque
+
+    r, w = os.pipe()
+    args = pickle.dumps((True, {}), 5)
+
+    def job(k, flag):
+        parallel._send(w, parallel._JOB | flag, k, 1, args, pickle.dumps([f"doc {k}"], 5))
+
+    def later():
+        time.sleep(0.2)
+        job(2, 0)
+
+    try:
+        job(0, parallel._MORE)
+        job(1, parallel._MORE)
+        t = threading.Thread(target=later)
+        t.start()
+        queue = deque()
+        assert [g[0] for g in parallel._next_jobs(queue, r)] == [0, 1]  # (2 kept back)
+        t.join()
+        job(3, parallel._MORE)
+        job(4, parallel._LAST)
+        assert [g[0] for g in parallel._next_jobs(queue, r)] == [2, 3, 4]
+    finally:
+        os.close(r)
+        os.close(w)
+
+
+def test_first_bursts_take_no_other_share():
+    """A worker's bursts hold its own share's chunks; it takes another share's only when it is about
+    to run dry (one job left), one at a time. And the first bursts of all workers are taken
+    before any is written, so each knows whether the scheduler is left empty (_LAST)."""
+    from collections import deque
+    from types import SimpleNamespace
+
+    texts = ["x" * 100_000] * 2 + ["y" * 2_500] * 80  # share 0: 2 chunks; share 1: more than IN_FLIGHT
+    queues = parallel.plan_chunks(texts, 2)
+    assert len(queues[0]) < parallel.IN_FLIGHT < len(queues[1])
+    sched = parallel._Scheduler(queues, parallel.weights(texts))
+    index = {c: k for k, c in enumerate(sorted(c for q in queues for c in q))}
+    w0, w1 = SimpleNamespace(index=0, jobs=deque()), SimpleNamespace(index=1, jobs=deque())
+    take = parallel.WorkerPool._take
+    assert [c for _, c in take(None, w0, sched, index, {})] == queues[0]
+    assert [c for _, c in take(None, w1, sched, index, {})] == queues[1][:parallel.IN_FLIGHT]
+    left = queues[1][parallel.IN_FLIGHT:]
+    assert left and not sched.empty()
+    w0.jobs = deque([0, 1])
+    assert take(None, w0, sched, index, {}) == []  # two jobs out: not dry yet
+    w0.jobs = deque([1])
+    assert [c for _, c in take(None, w0, sched, index, {})] == [left[-1]]  # one, the smallest
+
+
+def test_first_bursts_know_they_are_last(exported, docs, monkeypatch):
+    """When the first bursts hand out every chunk, each of them ends in _LAST, the first worker's
+    too (its burst is written after the second's is taken)."""
+    seen = []
+    emit = parallel.WorkerPool._emit
+
+    def spy_emit(self, w, burst, last, *args):
+        seen.append((w.index, len(burst), last))
+        emit(self, w, burst, last, *args)
+
+    monkeypatch.setattr(parallel.WorkerPool, "_emit", spy_emit)
+    batch = docs[:120]
+    with tokmap.load(exported("llama3")) as tok:
+        tok.encode_batch(batch[:8], num_workers=2)  # (starts the pool: both workers ready below)
+        seen.clear()
+        queues = parallel.plan_chunks(batch, 2)
+        assert all(len(q) <= parallel.IN_FLIGHT for q in queues)
+        assert tok.encode_batch(batch, num_workers=2) == [tok.encode(t) for t in batch]
+    assert [(i, last) for i, _, last in seen[:2]] == [(0, True), (1, True)], seen
 
 
 def test_unpack_shares_int_objects():

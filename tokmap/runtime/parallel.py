@@ -21,16 +21,27 @@ import -> load -> encode path. Decisions, with the reasons measured for issue 4:
   shared memory would win nothing worth its clean-up hazards. The caller's lists take their ints
   from a table made once per pool (id -> int object) instead of making each anew: the caller's
   work runs on the workers' cores, so each of its milliseconds is one a worker loses.
-- Up to six chunks in flight per worker (IN_FLIGHT), and the worker encodes the jobs waiting in
-  its pipe as one group, all but the last (batching.py: the documents' misses merge in one batch,
-  whose fixed costs come per call). The job left queued is what the worker encodes while the
-  caller reads its results and writes more, so it never idles for a round trip through the
-  caller (with one job in flight, those round trips left each worker idle about 10% of a batch's
-  wall time: the caller has to be scheduled while both cores run workers). Grouping matters since
-  the in-process encode_batch merges ~1M chars at once: with each chunk merged alone, the workers
-  spent 12-18% more CPU than one process on bench/parallel.py's fresh slices (Llama 3), and the
-  ratio fell to ~1.6. Grouped, with chunks halving towards a share's end: four in flight ~1.73,
-  six 1.72-1.84 (bench/parallel.py --models llama3, medians of 5 fresh slices, 3 and 6 runs).
+- Up to six chunks in flight per worker (IN_FLIGHT), sent as one burst, and the worker encodes
+  the jobs waiting in its pipe as one group (batching.py: the documents' misses merge in one
+  batch, whose fixed costs come per call). Grouping matters since the in-process encode_batch
+  merges ~1M chars at once: with each chunk merged alone, the workers spent 12-18% more CPU than
+  one process on bench/parallel.py's fresh slices (Llama 3), and the ratio fell to ~1.6.
+  - A burst's frames carry _MORE but the last, and the worker reads a burst whole before it
+    groups: the caller writes one worker's burst, then the next's, and a worker that read as soon
+    as its first job arrived had grouped that job alone, then the rest (two or three groups where
+    one would do).
+  - The worker keeps the last job waiting back, to encode while the caller reads its results and
+    writes more, so it never idles for a round trip through the caller (with one job in flight,
+    those round trips left each worker idle about 10% of a batch's wall time: the caller has to
+    be scheduled while both cores run workers). When the caller has nothing more for anyone it
+    marks the burst's last job _LAST, and the worker keeps nothing back: that last job, encoded
+    alone after the group, had ended most batches, its own merge's fixed costs on the wall time.
+  - A worker only takes another share's chunks when it is about to run dry (one job left). The
+    first bursts, six jobs, took the other share's smallest chunks up front, so the first worker
+    carried them while the second had nothing left to hand over at the end.
+  On bench/parallel.py --models llama3 (fresh slices), runs of 5 alternated with the code before
+  these three: median ratio 1.78 against 1.715 over 50 slices each; the two workers' CPU 3% above
+  the one process's, where it was 5%, and the busier worker's 6% above the mean, where it was 9%.
   The caller's writes are non-blocking (what a full pipe does not take waits in the worker's outbox
   until the selector says the pipe has room), so the caller never blocks on a worker that is itself
   blocked writing a result the caller has not read yet. Its pipes are enlarged to 1 MiB where
@@ -85,6 +96,9 @@ _PIPE_BYTES = 1 << 20
 # Frames: kind (I), job id (I), count (I), payload length (Q), then the payload.
 _FRAME = struct.Struct("<IIIQ")
 _JOB, _READY, _OK, _ERR = 1, 2, 3, 4
+# Flags on a job frame's kind: _MORE, more jobs of the same burst follow (the worker reads them all
+# before it groups); _LAST, the caller holds no more jobs for anyone (the worker keeps none back).
+_MORE, _LAST = 0x100, 0x200
 _U32 = "I" if array("I").itemsize == 4 else "L"
 
 _live: "weakref.WeakSet[WorkerPool]" = weakref.WeakSet()
@@ -238,9 +252,11 @@ class WorkerPool:
         try:
             for w in self.workers:
                 sel.register(w.rfd, selectors.EVENT_READ, w)
-            for w in self.workers:
-                if w.ready:
-                    self._feed(w, sched, index, texts, job_payload, errors, sel)
+            # Every ready worker's first burst is taken before any is written, so that each knows
+            # whether the scheduler is left empty (_LAST).
+            bursts = [(w, self._take(w, sched, index, errors)) for w in self.workers if w.ready]
+            for w, burst in bursts:
+                self._emit(w, burst, sched.empty(), texts, job_payload, sel)
             while any(w.jobs or not w.ready for w in self.workers):
                 events = sel.select(timeout=1.0)
                 if not events:
@@ -289,19 +305,33 @@ class WorkerPool:
         return self._lists
 
     def _feed(self, w: _Worker, sched, index, texts, job_payload, errors, sel) -> None:
-        """Queue jobs for w until IN_FLIGHT are out or none is left, and write what its pipe takes.
+        """Send w its next burst of jobs (see _take)."""
+        self._emit(w, self._take(w, sched, index, errors), sched.empty(), texts, job_payload, sel)
+
+    def _take(self, w: _Worker, sched, index, errors) -> list:
+        """w's next chunks, until IN_FLIGHT are out or none is left: its own share's, then, once
+        it is about to run dry (one job left, the one it works on next), one of another share's.
         After an error only chunks before the failing one matter: the first failure in input
         order is the one the sequential loop would raise."""
-        waiting = bool(w.outbox)
+        burst: list = []
         while len(w.jobs) < IN_FLIGHT:
-            chunk = sched.next_for(w.index)
+            steal = len(w.jobs) <= 1
+            chunk = sched.next_for(w.index, steal)
             while chunk is not None and errors and index[chunk] > min(errors):
-                chunk = sched.next_for(w.index)
+                chunk = sched.next_for(w.index, steal)
             if chunk is None:
                 break
-            a, b = chunk
             w.jobs.append(index[chunk])
-            w.outbox.extend(_frame(_JOB, index[chunk], b - a, job_payload, pickle.dumps(texts[a:b], 5)))
+            burst.append((index[chunk], chunk))
+        return burst
+
+    def _emit(self, w: _Worker, burst: list, last: bool, texts, job_payload, sel) -> None:
+        """Queue a burst's job frames for w (_MORE on all but the last; _LAST on that one when
+        `last`) and write what its pipe takes."""
+        waiting = bool(w.outbox)
+        for k, (job, (a, b)) in enumerate(burst):
+            flag = _MORE if k < len(burst) - 1 else _LAST if last else 0
+            w.outbox.extend(_frame(_JOB | flag, job, b - a, job_payload, pickle.dumps(texts[a:b], 5)))
         if w.outbox and not waiting and not w.flush():
             sel.register(w.wfd, selectors.EVENT_WRITE, w)
 
@@ -344,9 +374,15 @@ class _Scheduler:
         self.left = [sum(sum(weight[a:b]) for a, b in q) for q in queues]
         self.weight = weight
 
-    def next_for(self, w: int):
+    def empty(self) -> bool:
+        return not any(self.queues)
+
+    def next_for(self, w: int, steal: bool = True):
+        """w's next chunk, or None; another share's only if `steal`."""
         owner = w
         if not self.queues[w]:
+            if not steal:
+                return None
             busy = [v for v, q in enumerate(self.queues) if q]
             if not busy:
                 return None
@@ -411,11 +447,12 @@ def _unpack(payload, count: int, lists) -> list[list[int]]:
     import numpy as np
 
     arr = np.frombuffer(payload, dtype="<u4")
-    ids = arr[count:]
-    flat = ids.tolist() if len(ids) and int(ids.max()) >= lists.size else lists.tolist(ids)
-    out, pos = [], 0
+    # A document at a time, one list each: a flat list cut into slices copied every id twice
+    # (bench/parallel.py's slices: 10 against 12.5 ms of the caller's ~20).
+    tolist = np.ndarray.tolist if len(arr) > count and int(arr[count:].max()) >= lists.size else lists.tolist
+    out, pos = [], count
     for n in arr[:count].tolist():
-        out.append(flat[pos:pos + n])
+        out.append(tolist(arr[pos:pos + n]))
         pos += n
     return out
 
@@ -483,9 +520,10 @@ def worker_main(origin: str) -> None:
 
 def _next_jobs(queue: deque, fd: int = 0):
     """The worker's next jobs to encode as one group (see the module docstring), as (job, count,
-    arguments, texts): those waiting in its pipe but the last, at least one; None once stdin is
-    closed and nothing is left. Only jobs of equal arguments group (one encode_batch call sends
-    all of its jobs with the same)."""
+    arguments, texts): those waiting in its pipe (a burst the caller is still writing, _MORE,
+    read whole) but the last, at least one, or all of them when the last is _LAST; None once
+    stdin is closed and nothing is left. Only jobs of equal arguments group (one encode_batch
+    call sends all of its jobs with the same)."""
     import select
 
     if not queue:
@@ -493,13 +531,13 @@ def _next_jobs(queue: deque, fd: int = 0):
         if frame is None:
             return None
         queue.append(frame)
-    while select.select([fd], [], [], 0)[0]:
+    while queue[-1][0] & _MORE or select.select([fd], [], [], 0)[0]:
         frame = _recv(fd)
         if frame is None:  # stdin closed: what is queued is still answered
             break
         queue.append(frame)
     group = []
-    for _ in range(max(1, len(queue) - 1)):
+    for _ in range(len(queue) if queue[-1][0] & _LAST else max(1, len(queue) - 1)):
         _kind, job, count, payload = queue[0]
         args, texts = _load_two(payload)
         if group and args != group[0][2]:
