@@ -194,6 +194,38 @@ def test_first_bursts_know_they_are_last(exported, docs, monkeypatch):
     assert [(i, last) for i, _, last in seen[:2]] == [(0, True), (1, True)], seen
 
 
+def test_worker_answers_with_the_collector_paused(monkeypatch):
+    """A worker's group is encoded and answered with the cyclic collector off; it is back on after,
+    and the collection put off runs at once only when no job waits (otherwise it comes with the
+    next group's first allocations, as it would have)."""
+    import gc
+    from collections import deque
+
+    states, collected = [], []
+    monkeypatch.setattr(parallel, "_answer", lambda *a: states.append(gc.isenabled()))
+    monkeypatch.setattr(gc, "collect", lambda gen=2: collected.append(gen))
+    r, w = os.pipe()
+    try:
+        assert gc.isenabled()
+        parallel._answer_paused(None, None, 0, [], deque(), r)
+        assert states == [False] and gc.isenabled() and collected == [0]
+        os.write(w, b"x")  # a job waiting in the pipe: no collection now
+        parallel._answer_paused(None, None, 0, [], deque(), r)
+        assert states == [False, False] and gc.isenabled() and collected == [0]
+        os.read(r, 1)
+        parallel._answer_paused(None, None, 0, [], deque([object()]), r)  # one queued: none either
+        assert collected == [0]
+        gc.disable()  # a caller that runs with the collector off keeps it off
+        try:
+            parallel._answer_paused(None, None, 0, [], deque(), r)
+            assert not gc.isenabled() and collected == [0]
+        finally:
+            gc.enable()
+    finally:
+        os.close(r)
+        os.close(w)
+
+
 def test_unpack_shares_int_objects():
     """A result frame's ids come back as lists of the pool's shared int objects; an id beyond the
     table (not from a valid file) is still returned, as a new int."""
