@@ -257,6 +257,19 @@ def test_plan_weighs_utf8_bytes():
     assert parallel.weights(["h\u00e9", "\ud800x"]) == [3, 4]  # surrogates counted as encodable
 
 
+def test_texts_travel_as_utf8_once_encoded():
+    """A non-ASCII document goes to a worker as the UTF-8 bytes its weight was taken from, an ASCII
+    one as it is; the worker gets the very strings back (lone surrogates too)."""
+    import pickle
+
+    texts = ["plain", "h\u00e9", "\u65e5\u672c", "\ud800x", "", "\U0001f600"]
+    wire = parallel.wire_texts(texts)
+    assert [type(t) for t in wire] == [str, bytes, bytes, bytes, str, bytes]
+    assert parallel.weights(texts) == [5, 3, 6, 4, 0, 4]
+    payload = pickle.dumps((True, {}), 5) + pickle.dumps(wire, 5)
+    assert parallel._load_two(payload) == ((True, {}), texts)
+
+
 def test_kwargs_pass_through_hf(exported, docs):
     with tokmap.load(exported("llama3")) as tok:
         assert tok.encode_batch(docs, add_special_tokens=False, num_workers=2) == \

@@ -111,7 +111,21 @@ def fingerprint(f) -> bytes:
 
 def weights(texts) -> list[int]:
     """Each document's UTF-8 length, the measure of work that plan_chunks balances."""
-    return [len(t) if t.isascii() else len(t.encode("utf-8", "surrogatepass")) for t in texts]
+    return list(map(len, wire_texts(texts)))
+
+
+def wire_texts(texts) -> list:
+    """The documents as they go to a worker: an ASCII one as it is, another as its UTF-8 bytes
+    (surrogatepass: every str round-trips), which weights() needs anyway and which pickle then
+    copies rather than encoding the str a second time (a batch's start, before any worker has a
+    job, was 1.6 ms of encoding for the weights and 2.0 ms of pickling, bench/parallel.py's
+    slices). The worker decodes them (load_texts)."""
+    return [t if t.isascii() else t.encode("utf-8", "surrogatepass") for t in texts]
+
+
+def load_texts(wire: list) -> list[str]:
+    """wire_texts, undone."""
+    return [t if type(t) is str else t.decode("utf-8", "surrogatepass") for t in wire]
 
 
 def plan_chunks(texts, workers: int, weight: list[int] | None = None) -> list[list[tuple[int, int]]]:
@@ -240,7 +254,8 @@ class WorkerPool:
 
     def encode(self, texts, add_special_tokens, kwargs, as_array=False):
         """Every document's ids, in order: lists, or numpy uint32 arrays if as_array."""
-        weight = weights(texts)
+        wire = wire_texts(texts)
+        weight = list(map(len, wire))
         queues = plan_chunks(texts, self.size, weight)
         order = sorted(c for q in queues for c in q)
         index = {c: k for k, c in enumerate(order)}  # chunk -> its place in the output
@@ -256,7 +271,7 @@ class WorkerPool:
             # whether the scheduler is left empty (_LAST).
             bursts = [(w, self._take(w, sched, index, errors)) for w in self.workers if w.ready]
             for w, burst in bursts:
-                self._emit(w, burst, sched.empty(), texts, job_payload, sel)
+                self._emit(w, burst, sched.empty(), wire, job_payload, sel)
             while any(w.jobs or not w.ready for w in self.workers):
                 events = sel.select(timeout=1.0)
                 if not events:
@@ -283,7 +298,7 @@ class WorkerPool:
                         if kind == _ERR:
                             errors[done] = _rebuild(payload)
                     # Feed the worker before unpacking, so it computes while the caller copies.
-                    self._feed(w, sched, index, texts, job_payload, errors, sel)
+                    self._feed(w, sched, index, wire, job_payload, errors, sel)
                     if kind == _OK:
                         results[job] = _unpack_np(payload, count) if as_array \
                             else _unpack(payload, count, self._id_lists())
@@ -304,9 +319,9 @@ class WorkerPool:
             self._lists = IdLists(self.vocab_size, eager=True)
         return self._lists
 
-    def _feed(self, w: _Worker, sched, index, texts, job_payload, errors, sel) -> None:
-        """Send w its next burst of jobs (see _take)."""
-        self._emit(w, self._take(w, sched, index, errors), sched.empty(), texts, job_payload, sel)
+    def _feed(self, w: _Worker, sched, index, wire, job_payload, errors, sel) -> None:
+        """Send w its next burst of jobs (see _take); wire: the batch's wire_texts."""
+        self._emit(w, self._take(w, sched, index, errors), sched.empty(), wire, job_payload, sel)
 
     def _take(self, w: _Worker, sched, index, errors) -> list:
         """w's next chunks, until IN_FLIGHT are out or none is left: its own share's, then, once
@@ -325,13 +340,13 @@ class WorkerPool:
             burst.append((index[chunk], chunk))
         return burst
 
-    def _emit(self, w: _Worker, burst: list, last: bool, texts, job_payload, sel) -> None:
+    def _emit(self, w: _Worker, burst: list, last: bool, wire, job_payload, sel) -> None:
         """Queue a burst's job frames for w (_MORE on all but the last; _LAST on that one when
         `last`) and write what its pipe takes."""
         waiting = bool(w.outbox)
         for k, (job, (a, b)) in enumerate(burst):
             flag = _MORE if k < len(burst) - 1 else _LAST if last else 0
-            w.outbox.extend(_frame(_JOB | flag, job, b - a, job_payload, pickle.dumps(texts[a:b], 5)))
+            w.outbox.extend(_frame(_JOB | flag, job, b - a, job_payload, pickle.dumps(wire[a:b], 5)))
         if w.outbox and not waiting and not w.flush():
             sel.register(w.wfd, selectors.EVENT_WRITE, w)
 
@@ -600,12 +615,13 @@ def _answer(out: int, tok, pid: int, group: list) -> None:
 
 
 def _load_two(payload):
-    """Two pickles back to back (the batch's arguments, then the chunk's texts)."""
+    """Two pickles back to back (the batch's arguments, then the chunk's wire_texts), as the
+    arguments and the texts."""
     import io
 
     f = io.BytesIO(payload)
     first = pickle.load(f)
-    return first, pickle.load(f)
+    return first, load_texts(pickle.load(f))
 
 
 def _pack_error(e: BaseException, where: str) -> bytes:
