@@ -68,6 +68,26 @@ def test_long_pieces_equal_the_reference(name, testdata, exported, spy):
     assert spy["glued"] >= 3 and spy["first_try"] >= 1, spy
 
 
+def test_wide_pieces_take_the_wide_stride():
+    """Chunks start STRIDE symbols apart, WIDE_STRIDE apart from WIDE_PIECE symbols on, and every
+    chunk still reaches OVERLAP symbols into the next."""
+    for n, stride in ((bpe_chunks.WIDE_PIECE - 1, bpe_chunks.STRIDE), (bpe_chunks.WIDE_PIECE, bpe_chunks.WIDE_STRIDE)):
+        starts, ends = bpe_chunks.chunk_bounds(n, None)
+        assert set(np.diff(starts).tolist()) == {stride}, n
+        assert len(starts) == -(-n // stride) and ends[-1] == n
+        assert set((ends[:-1] - starts[1:]).tolist()) == {bpe_chunks.OVERLAP}, n
+
+
+def test_a_wide_piece_equals_the_reference(testdata, exported, spy):
+    """One piece past WIDE_PIECE bytes (random letters: cl100k's split leaves them whole), chunked
+    at the wide stride and glued, is the reference's."""
+    ref = Ref("cl100k_base", model_source(testdata, "cl100k_base"))
+    rng = random.Random("wide-piece")
+    text = "".join(rng.choices("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ", k=bpe_chunks.WIDE_PIECE + 5000))
+    assert tokmap.load(exported("cl100k_base")).encode(text) == ref.cases()[0][1](text)
+    assert spy["glued"] == 1, spy
+
+
 @pytest.mark.parametrize("seed", range(8))
 @pytest.mark.parametrize("stride,overlap", [(32, 8), (6, 2), (3, 1)])
 def test_toy_vocabularies_with_tiny_chunks(tmp_path, monkeypatch, spy, seed, stride, overlap):

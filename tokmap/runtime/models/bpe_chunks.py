@@ -29,18 +29,27 @@ import numpy as np
 
 STRIDE = 32  # symbols between chunk starts: a round costs O(all chunks), rounds ~ a chunk's merges
 OVERLAP = 8  # symbols a chunk reaches into the next; BPE agrees again within a few tokens
+# From WIDE_PIECE symbols on, chunks start WIDE_STRIDE apart. There a round's ~20 numpy calls are a
+# small share of its cost, and half the boundaries halve the gluing and the chance that one of them
+# shares no token, which costs a second glue of the whole piece (10^6 random letters at stride 32:
+# 2 of 31K boundaries failed). cl100k and Llama 3 over 10^6 random letters: 140-153 against
+# 166-171 ms; over 10^5, stride 32 stays ahead (13.9 against 14.8 ms).
+WIDE_PIECE = 1 << 18
+WIDE_STRIDE = 64
 RETRIES = 4  # rounds of joining chunks that share no token before giving up (periodic text)
 
 
 def chunk_bounds(n: int, lead: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
     """(starts, ends) of the chunks of a piece of n symbols: chunk k from the first allowed start
-    at or after k * STRIDE to the one at or after (k + 1) * STRIDE + OVERLAP, the last to n.
+    at or after k * stride to the one at or after (k + 1) * stride + OVERLAP, the last to n
+    (stride: STRIDE, or WIDE_STRIDE from WIDE_PIECE symbols on).
     lead: the ascending positions where a chunk may start (UTF-8 char starts), None for any.
-    (Starts on multiples of STRIDE keep text with a period dividing it in phase: "abab...".)"""
+    (Starts on multiples of the stride keep text with a period dividing it in phase: "abab...".)"""
+    stride = STRIDE if n < WIDE_PIECE else WIDE_STRIDE
     lead = np.arange(n + 1) if lead is None else np.append(lead, n)  # (n: "the end")
-    k = np.arange((n + STRIDE - 1) // STRIDE, dtype=np.int64)
-    starts = lead[np.searchsorted(lead, k * STRIDE)]
-    ends = lead[np.searchsorted(lead, np.minimum((k + 1) * STRIDE + OVERLAP, n))]
+    k = np.arange((n + stride - 1) // stride, dtype=np.int64)
+    starts = lead[np.searchsorted(lead, k * stride)]
+    ends = lead[np.searchsorted(lead, np.minimum((k + 1) * stride + OVERLAP, n))]
     ends[-1] = n
     keep = ends > starts  # (a char longer than the stride could leave a chunk empty)
     return starts[keep], ends[keep]
