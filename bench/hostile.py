@@ -215,7 +215,6 @@ def main(argv=None) -> int:
     from common import MODELS_BY_NAME
     from peers import ADAPTERS
     td = common.testdata_dir()
-    common.OUT.mkdir(parents=True, exist_ok=True)  # prepare() converts into bench/out/, as run.py does
     by = {a.name: a for a in ADAPTERS}
     ref = dict(DEFAULT_PAIRS)
     pairs = []

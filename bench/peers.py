@@ -40,12 +40,18 @@ class Adapter:
         raise NotImplementedError
 
 
+def _out() -> Path:
+    """bench/out/, made on first use: a fresh clone has none, and every prepare() converts into it."""
+    OUT.mkdir(parents=True, exist_ok=True)
+    return OUT
+
+
 class Tokmap(Adapter):
     name, dist = "tokmap", "tokmap"
 
     def prepare(self, model, td):
         import tokmap
-        dst = OUT / f"{model.name}.mtok"
+        dst = _out() / f"{model.name}.mtok"
         t0 = time.perf_counter()
         tokmap.export(model.source(td), dst, encoding=model.encoding)
         return dst, time.perf_counter() - t0
@@ -137,7 +143,7 @@ class Kitoken(Adapter):
         from kitoken import Kitoken as K
         convert = {"hf": K.from_tokenizers_file, "tiktoken": K.from_tiktoken_file,
                    "tekken": K.from_tekken_file, "spm": K.from_sentencepiece_file}[model.kind]
-        dst = OUT / f"{model.name}.kit"
+        dst = _out() / f"{model.name}.kit"
         t0 = time.perf_counter()
         convert(str(model.source(td))).to_file(str(dst))
         return dst, time.perf_counter() - t0
@@ -164,7 +170,7 @@ class Tokie(Adapter):
 
     def prepare(self, model, td):
         import tokie
-        dst = OUT / f"{model.name}.tkz"
+        dst = _out() / f"{model.name}.tkz"
         t0 = time.perf_counter()
         tokie.Tokenizer.from_json(str(model.source(td))).save(str(dst))
         return dst, time.perf_counter() - t0
