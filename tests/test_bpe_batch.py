@@ -174,6 +174,41 @@ def test_pair_lookup_of_long_runs_equals_one_by_one(seed):
     assert merger.codes(left, right)[::97].tolist() == one_by_one.tolist()
 
 
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("id_bits", [3, 17, 24, 31])
+def test_pair_lookup_of_many_distinct_pairs_equals_one_by_one(seed, id_bits, monkeypatch):
+    """codes() of many pairs that do not run together: sorted once with their positions packed
+    beside them (ids of up to id_bits bits), or through np.unique when the ids leave too few bits
+    for the positions (31-bit ids leave 2); the same codes as looking each pair up on its own, in
+    the order asked, present and absent pairs alike."""
+    from tokmap.runtime.models import bpe_batch
+
+    rng = random.Random(f"{seed}-{id_bits}")
+    top = 1 << id_bits
+    ids = sorted({rng.randrange(top) for _ in range(64)} | {top - 1})
+    table: dict[tuple[int, int], tuple[int, int]] = {}
+    while len(table) < min(200, len(ids) ** 2 // 2):
+        table.setdefault((rng.choice(ids), rng.choice(ids)), (len(table), rng.randrange(1 << 20)))
+    keys = sorted(table)
+    merger = BatchMerger(np.array([(a << 32) | b for a, b in keys], dtype="<u8").tobytes(),
+                         np.array([table[k][0] for k in keys], dtype="<u4").tobytes(),
+                         np.array([table[k][1] for k in keys], dtype="<u4").tobytes(),
+                         bytes(len(keys) // 8 + 1))  # (no bitmap computed over ids up to 2^31)
+    absent = [(rng.choice(ids), rng.choice(ids)) for _ in range(200)]
+    pairs = [rng.choice(list(table) + absent) for _ in range(6000)]
+    left = np.array([a for a, _ in pairs], dtype=np.int64)
+    right = np.array([b for _, b in pairs], dtype=np.int64)
+    unique = np.unique
+    calls = []
+    monkeypatch.setattr(bpe_batch.np, "unique", lambda *a, **k: calls.append(1) or unique(*a, **k))
+    got = merger.codes(left, right)
+    assert bool(calls) == (id_bits == 31)  # the sort alone wherever the positions fit
+    monkeypatch.undo()
+    one_by_one = [int(merger.codes(left[i:i + 1], right[i:i + 1])[0]) for i in range(0, len(pairs), 7)]
+    assert got[::7].tolist() == one_by_one
+    assert sum(c < merger.nopair for c in one_by_one) > 50 and merger.nopair in one_by_one
+
+
 def test_batch_merge_on_gpt2_matches_scalar_path():
     tok = tokmap.load(_gpt2_export())
     model = tok.model
