@@ -361,8 +361,33 @@ def test_byte_lengths_equal_each_texts_utf8_length():
         texts = ["".join(rng.choice(alphabet if trial % 5 else "xyz ") for _ in range(rng.randrange(0, 6)))
                  for _ in range(rng.randrange(1, 30))]
         raw = np.frombuffer("".join(texts).encode("utf-8"), dtype=np.uint8)
-        assert byte_lengths(raw, texts).tolist() == [len(t.encode("utf-8")) for t in texts], texts
+        want = [len(t.encode("utf-8")) for t in texts]
+        assert byte_lengths(raw, texts).tolist() == want, texts
+        assert byte_lengths(raw, texts, [len(t) for t in texts]).tolist() == want, texts
     assert byte_lengths(np.zeros(0, dtype=np.uint8), []).tolist() == []
+
+
+def test_misses_lengths_are_taken_once(monkeypatch, exported, corpus):
+    """A cold call's many misses have their lengths taken in one pass, which _encode_misses hands
+    down: the byte lengths of the whole batch (ASCII code: _encode_whole) and of the cut path
+    (random ideographs: _segmented) come from them, with no second pass over the strings."""
+    from tokmap.runtime.models import textparts
+
+    real, given, cut = textparts.byte_lengths, [], []
+    monkeypatch.setattr(textparts, "byte_lengths", lambda raw, texts, n_chars=None:
+                        given.append((len(texts), n_chars is not None)) or real(raw, texts, n_chars))
+    segmented = bpe.BPE._segmented
+    monkeypatch.setattr(bpe.BPE, "_segmented", lambda self, texts, joined, n_chars=None:
+                        cut.append(1) or segmented(self, texts, joined, n_chars))
+    rng = random.Random(3)
+    pool = [chr(rng.randrange(0x4E00, 0xA000)) for _ in range(300)]  # (chars that repeat: cuts pay)
+    cjk = " ".join("".join(rng.choices(pool, k=rng.randrange(1, 9))) for _ in range(3000))
+    for text, via_cuts in ((corpus("code")[:40000], False), (cjk, True)):
+        given.clear()
+        cut.clear()
+        tokmap.load(exported("o200k_base")).encode_ordinary(text)
+        assert bool(cut) == via_cuts
+        assert given and all(has for _n, has in given) and max(n for n, _h in given) > 500, given
 
 
 def test_misses_in_batches_equal_one_batch(monkeypatch, exported, corpus):
@@ -376,7 +401,7 @@ def test_misses_in_batches_equal_one_batch(monkeypatch, exported, corpus):
     tok = tokmap.load(exported("llama3"))
     calls = []
     many = tok.model._encode_many
-    monkeypatch.setattr(tok.model, "_encode_many", lambda texts: calls.append(len(texts)) or many(texts))
+    monkeypatch.setattr(tok.model, "_encode_many", lambda texts, n_chars=None: calls.append(len(texts)) or many(texts, n_chars))
     assert tok.encode(text) == want
     assert len(calls) > 10 and max(calls) == 97
     assert set(tok.pipeline.split_fast(text)) <= set(tok.model.piece_cache)

@@ -95,7 +95,7 @@ def test_toy_vocabularies_with_tiny_chunks(tmp_path, monkeypatch, spy, seed, str
     monkeypatch.setattr(bpe_chunks, "OVERLAP", overlap)
     monkeypatch.setattr(bpe, "CHUNK_PIECE", 64)
     # (pieces the uncrossable cuts can serve take that path: here the chunks are under test)
-    monkeypatch.setattr(bpe.BPE, "_segmented", lambda self, texts, joined: None)
+    monkeypatch.setattr(bpe.BPE, "_segmented", lambda self, texts, joined, n_chars=None: None)
     rng = random.Random(f"chunk-toy-{seed}")
     out, ref = export_toy(tmp_path, rng, 150)
     pool = [c for c in CHARS if c != " "]

@@ -108,8 +108,8 @@ def test_cut_path_equals_reference(name, remember, exported, corpus, testdata, m
     served = []
     real = bpe.BPE._segmented
 
-    def spy(self, pieces, joined):
-        got = real(self, pieces, joined)
+    def spy(self, pieces, joined, n_chars=None):
+        got = real(self, pieces, joined, n_chars)
         served.append(0 if got is None else sum(g is not None for g in got))
         return got
 
@@ -202,8 +202,8 @@ def test_toy_vocabularies(tmp_path, monkeypatch, seed):
     cut = []
     real = bpe.BPE._segmented
 
-    def spy(self, pieces, joined):
-        got = real(self, pieces, joined)
+    def spy(self, pieces, joined, n_chars=None):
+        got = real(self, pieces, joined, n_chars)
         cut.append(got is not None)
         return got
 
@@ -236,7 +236,7 @@ def test_rare_multibyte_chars_go_whole_to_the_batch(exported, testdata, monkeypa
     expect = ref.cases()[0][1](text)
     served = []
     real = bpe.BPE._segmented
-    monkeypatch.setattr(bpe.BPE, "_segmented", lambda self, p, j: served.append(1) or real(self, p, j))
+    monkeypatch.setattr(bpe.BPE, "_segmented", lambda self, p, j, n=None: served.append(1) or real(self, p, j, n))
     assert tokmap.load(exported("cl100k_base")).encode_ordinary(text) == expect
     assert not served
     monkeypatch.setattr(bpe, "CUT_RARE_SHARE", 0)

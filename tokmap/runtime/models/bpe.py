@@ -177,23 +177,29 @@ class BPE(VocabFile):
             return self._remember(got, distinct, pieces)
         if not misses:
             return map(cache.__getitem__, pieces)
-        out = self._encode_misses(misses)
-        if max(map(len, misses)) <= CACHE_PIECE:  # all remembered: the cache itself answers
+        n_chars = list(map(len, misses))  # (one pass over the strings serves all that needs their lengths)
+        out = self._encode_misses(misses, n_chars)
+        if max(n_chars) <= CACHE_PIECE:  # all remembered: the cache itself answers
             cache.update(zip(misses, out))
             return map(cache.__getitem__, pieces)
         return self._remember(dict(zip(misses, out)), distinct, pieces)
 
-    def _encode_misses(self, misses: list[str]) -> list[tuple[int, ...]]:
-        if not batch_pays(sum(map(len, misses))):
+    def _encode_misses(self, misses: list[str], n_chars: list[int] | None = None) -> list[tuple[int, ...]]:
+        """The ids of each miss (n_chars: their lengths, when the caller has them). Every pass over
+        the misses' strings costs: len() over multi.txt's 233K distinct pieces, scattered in
+        memory, takes 13-16 ms, so their lengths are taken once and handed down."""
+        if n_chars is None:
+            n_chars = list(map(len, misses))
+        if not batch_pays(sum(n_chars)):
             return list(map(self.encode_piece, misses))
         if len(misses) <= MISS_BATCH:
-            return self._encode_many(misses)
+            return self._encode_many(misses, n_chars)
         # In batches: each one's arrays reuse the pages the one before it freed. One batch of all
         # (233K distinct pieces of multi.txt) touches fresh memory for all of its arrays, and a
         # first touch costs ~1.7 ms a MB on this machine (llama3 multi.txt cold ~1305 -> ~1260 ms).
         out: list = []
         for a in range(0, len(misses), MISS_BATCH):
-            out += self._encode_many(misses[a:a + MISS_BATCH])
+            out += self._encode_many(misses[a:a + MISS_BATCH], n_chars[a:a + MISS_BATCH])
         return out
 
     def _remember(self, got: dict, distinct: dict, pieces: list[str]):
@@ -208,27 +214,29 @@ class BPE(VocabFile):
         got.update(hits)
         return map(got.__getitem__, pieces)
 
-    def _encode_many(self, texts: list[str]) -> list[tuple[int, ...]]:
+    def _encode_many(self, texts: list[str], n_chars: list[int] | None = None) -> list[tuple[int, ...]]:
         """encode_piece over many distinct uncached pieces: those with multi-byte characters that
         can be cut where no merge crosses (bpe_cuts.py) from their parts, each part once
         (_segmented); the rest in one numpy batch merge for the short ones (_encode_whole).
-        A tuple each, but for a piece longer than CACHE_PIECE, which may come as a list."""
+        A tuple each, but for a piece longer than CACHE_PIECE, which may come as a list.
+        n_chars: each text's length, when the caller has them (textparts.byte_lengths)."""
         if self._batch is None:
             self._start_batch()
         joined = "".join(texts)
         out = None
         # (optional section: older files never cut a piece)
         if not joined.isascii() and self._f.has(mtok.SECTION_CUT_WINDOWS) and self._cuts_pay(joined):
-            out = self._segmented(texts, joined)
+            out = self._segmented(texts, joined, n_chars)
         if out is None:
-            return self._encode_whole(texts, joined)
+            return self._encode_whole(texts, joined, n_chars)
         rest = [k for k, v in enumerate(out) if v is None]
         if rest:
-            for k, v in zip(rest, self._encode_whole([texts[k] for k in rest])):
+            sub = None if n_chars is None else [n_chars[k] for k in rest]
+            for k, v in zip(rest, self._encode_whole([texts[k] for k in rest], None, sub)):
                 out[k] = v
         return out
 
-    def _segmented(self, texts: list[str], joined: str) -> list | None:
+    def _segmented(self, texts: list[str], joined: str, n_chars: list[int] | None = None) -> list | None:
         """Each piece's ids where uncrossable boundaries (bpe_cuts.py) cut it into parts of at most
         BATCH_WORD bytes, else None there (None for all: no piece was cut). A part is merged
         as a word of its own (pure BPE: no whole-token shortcut, which a part is not owed); a
@@ -240,7 +248,7 @@ class BPE(VocabFile):
         from .textparts import byte_lengths, ranges
 
         raw = np.frombuffer(joined.encode("utf-8"), dtype=np.uint8)
-        blen = byte_lengths(raw, texts)
+        blen = byte_lengths(raw, texts, n_chars)
         cps_all = np.frombuffer(joined.encode("utf-32-le"), dtype="<u4")
         bstart = np.cumsum(blen) - blen
         cuts, tested = self._cut_table().cuts(raw, bstart)
@@ -396,9 +404,10 @@ class BPE(VocabFile):
         ids, counts[many] = spread(np.concatenate(dflat), dbeg, dlen, inv)
         return ids
 
-    def _encode_whole(self, texts: list[str], joined: str | None = None) -> list[tuple[int, ...]]:
+    def _encode_whole(self, texts: list[str], joined: str | None = None,
+                      n_chars: list[int] | None = None) -> list[tuple[int, ...]]:
         """_encode_many without cuts: the short pieces in one numpy batch merge, long ones alone
-        (joined: the texts joined, when the caller has it)."""
+        (joined: the texts joined, n_chars: their lengths, when the caller has them)."""
         import numpy as np
 
         from .textparts import byte_lengths
@@ -408,7 +417,7 @@ class BPE(VocabFile):
         if joined is None:
             joined = "".join(texts)
         raw = np.frombuffer(joined.encode("utf-8"), dtype=np.uint8)
-        lengths = byte_lengths(raw, texts)
+        lengths = byte_lengths(raw, texts, n_chars)
         batch = (lengths > 0) & (lengths <= BATCH_WORD)
         if batch.all():
             got = self._merge_words(raw, lengths, 0)
