@@ -249,6 +249,34 @@ def test_encode_pieces_cache_states(monkeypatch):
     assert model.encode_pieces(mixed) == expect(mixed)
 
 
+def test_a_first_call_over_a_document_takes_every_piece_as_a_miss(monkeypatch):
+    """With next to nothing cached (fewer than 1/FRESH_SHARE of the call's distinct pieces), every
+    distinct piece is merged, the cached ones again, and the call's distinct pieces become the
+    cache, keeping what it held; with more cached, only the misses are merged, into the same
+    cache. The ids are the scalar path's either way."""
+    from tokmap.runtime.models import bpe
+
+    model = tokmap.load(_gpt2_export()).model
+    text = open(_data("corpus/en.txt"), encoding="utf-8").read()[:60000]
+    pieces = tokmap.load(_gpt2_export()).pipeline.split_fast(text)
+    scalar = {p: tuple(model._merge(model._symbols(p.encode("utf-8")))) for p in set(pieces)}
+    expect = [i for p in pieces for i in scalar[p]]
+    merged = []
+    many = model._encode_misses
+    monkeypatch.setattr(model, "_encode_misses", lambda misses, n=None: merged.append(len(misses)) or many(misses, n))
+    n_distinct = len(set(pieces))
+    for cached in ([pieces[0], " zqxjkvw"], pieces[:3000]):  # next to nothing (one not in the text); then a share
+        model.piece_cache.clear()
+        model.encode_pieces(cached)
+        before, merged[:] = model.piece_cache, []
+        assert model.encode_pieces(pieces) == expect
+        fresh = len(before) * bpe.FRESH_SHARE < n_distinct
+        assert fresh == (len(cached) == 2)
+        assert merged == [n_distinct if fresh else n_distinct - len(set(cached))]
+        assert (model.piece_cache is before) != fresh
+        assert set(model.piece_cache) == set(pieces) | set(cached)
+
+
 def test_byte_pair_codes_fill_as_pairs_occur():
     """The first round's 64K table is filled by the pairs each call brings, and then answers like
     searching every pair: ASCII pairs first, then all bytes."""
