@@ -314,11 +314,11 @@ class BPE(VocabFile):
             many_ids = self._many_part_ids(raw, joined, cps_all, char_at, starts[many], ends[many], counts, many)
             if many_ids is None:
                 return None
-        # The one-char parts' ids in order: their rows of chars.ids, each cut to its count (a
-        # row-major mask keeps the order); they fill every slot the other parts do not have
-        # (rather than a destination computed per id).
-        # (take on axis 0 and positions, not [row] and a boolean mask: 95K parts, 1.3 against 3.3 ms)
-        ones = chars.ids.take(row, axis=0).ravel().take(np.flatnonzero((np.arange(4) < counts[one][:, None]).ravel()))
+        # The one-char parts' ids in order: the first count ids of each one's row of chars.ids,
+        # taken from the rows as one flat array; they fill every slot the other parts do not have
+        # (rather than a destination computed per id). (Gathering the rows, then masking them to
+        # their counts, made two arrays of 4 a part: 95K parts, 0.9 against 0.5-0.7 ms warm.)
+        ones = chars.ids.ravel().take(ranges(row * 4, counts[one]))
         if len(many):
             dest = ranges((np.cumsum(counts) - counts)[many], counts[many])  # the multi-char parts' slots
             flat = np.empty(int(counts.sum()), dtype=np.uint32)  # (ids: uint32 as in the file; fresh pages cost)
