@@ -122,6 +122,7 @@ def measure(mtok_path, texts, workers: int = 2, repeat: int = 5, mode: str = "fr
         "single_mibs_best": max(s_rate), "single_mibs_median": statistics.median(s_rate),
         "parallel_mibs_best": max(p_rate), "parallel_mibs_median": statistics.median(p_rate),
         "ratio_best": max(ratios), "ratio_median": statistics.median(ratios), "ratio_runs": ratios,
+        "single_mibs_runs": s_rate, "parallel_mibs_runs": p_rate,
         "single_cpu_s": sum(single_cpu), "parallel_cpu_s": sum(c + sum(wc) for c, wc in parallel_cpu),
         # What the wall ratio would be with a free core per worker: the single process's CPU time
         # over the busiest worker's (plus the caller's own), run by run. A projection, not a timing.
