@@ -87,6 +87,41 @@ def test_every_cut_is_uncrossable(name, exported, corpus):
                 assert data[s:e] not in results, (name, j, data[s:e])
 
 
+@pytest.mark.parametrize("name", ["o200k_base", "qwen3"])
+def test_parts_that_do_not_repeat_are_not_remembered(name, exported, testdata, corpus, monkeypatch):
+    """A first call whose cut parts do not repeat (random ideographs: each multi-char part once)
+    leaves part_cache empty, and one whose parts repeat (multi.txt's) fills it; every call
+    equals the reference, the first and again."""
+    ref = Ref(name, model_source(testdata, name))
+    encode_ref = ref.cases()[0][1]
+    rng = random.Random(5)
+    random_text = "".join(chr(rng.randrange(0x4E00, 0xA000)) for _ in range(60_000))
+    prose = corpus("multi")  # real text: its parts repeat (2.3-2.6 times each)
+    tok = tokmap.load(exported(name))
+    encode = (lambda t: tok.encode_ordinary(t)) if ref.kind == "tiktoken" else \
+        (lambda t: tok.encode(t, add_special_tokens=False))
+    model = tok.pipeline.model
+    seen = []
+    real = bpe.BPE._parts_kept
+
+    def spy(fresh, parts, distinct):
+        seen.append((parts, distinct, real(fresh, parts, distinct)))
+        return seen[-1][2]
+
+    monkeypatch.setattr(bpe.BPE, "_parts_kept", staticmethod(spy))
+    want = encode_ref(random_text)
+    assert encode(random_text) == want and not model.part_cache
+    parts, distinct, kept = seen[-1]
+    assert distinct >= bpe.PART_REPEATS_FROM and parts < bpe.PART_REPEATS * distinct and not kept
+    assert encode(random_text) == want and not model.part_cache
+    seen.clear()
+    want = encode_ref(prose)
+    assert encode(prose) == want and model.part_cache
+    parts, distinct, kept = seen[-1]
+    assert distinct >= bpe.PART_REPEATS_FROM and parts >= bpe.PART_REPEATS * distinct and kept
+    assert encode(prose) == want
+
+
 @pytest.mark.parametrize("remember", [True, False])
 @pytest.mark.parametrize("name", ["cl100k_base", "o200k_base", "gpt4o", "qwen3"])
 def test_cut_path_equals_reference(name, remember, exported, corpus, testdata, monkeypatch):

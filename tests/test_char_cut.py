@@ -132,6 +132,9 @@ def test_distinct_parts_names_every_part(collide, longest, monkeypatch):
     got, inv = textparts.distinct_parts(text, cps, starts, ends)
     assert [got[k] for k in inv.tolist()] == chosen
     assert len(got) == len(set(got)) == len(set(chosen))
+    # strings=False: the same grouping, each distinct part named by one of its occurrences
+    rep, inv2 = textparts.distinct_parts(text, cps, starts, ends, strings=False)
+    assert [chosen[r] for r in rep.tolist()] == got and inv2.tolist() == inv.tolist()
 
 
 def test_dedupe_and_spread_equal_per_part_python():

@@ -54,19 +54,21 @@ KEY_CHARS = 3
 HASH_MIXES = (0x9E3779B97F4A7C15, 0xC2B2AE3D27D4EB4F)  # odd multipliers: one per key word (SHORT_PART / KEY_CHARS)
 
 
-def distinct_parts(text: str, cps: np.ndarray, starts: np.ndarray, ends: np.ndarray):
+def distinct_parts(text: str, cps: np.ndarray, starts: np.ndarray, ends: np.ndarray, strings: bool = True):
     """dedupe(part_strings(text, cps, starts, ends)), with a string made only for each distinct
     part of up to SHORT_PART chars rather than for every occurrence (Gemma 3's parts of
     wagahai.txt: 74K, 17K distinct; multi.txt: 939K). Such a part is exactly a few words of
     KEY_CHARS code points + 1 each (21 bits; 0 past its end), hashed into one and grouped by one
     argsort; every part is then checked against its group's first, and a group holding two
     different parts (a hash collision) sends all of them to dedupe. Longer parts take dedupe.
-    The distinct parts come in no particular order (callers use each part's index among them)."""
+    The distinct parts come in no particular order (callers use each part's index among them).
+    With strings=False the first item is instead, for each distinct part, the index of one of
+    its occurrences (a caller with nothing to look up then makes strings for none)."""
     n = len(starts)
     lens = ends - starts
     short = np.flatnonzero(lens <= SHORT_PART)
     if len(short) * 2 < n or len(short) < 64:  # (few short parts: the sort does not pay)
-        return dedupe(part_strings(text, cps, starts, ends))
+        return _as_asked(dedupe(part_strings(text, cps, starts, ends)), strings)
     at, ln = starts[short], lens[short]
     low, high = int(ln.min()), int(ln.max())
     keys = []
@@ -93,16 +95,26 @@ def distinct_parts(text: str, cps: np.ndarray, starts: np.ndarray, ends: np.ndar
     group[order] = np.cumsum(head) - 1
     rep = order[np.flatnonzero(head)]  # an occurrence of each group's part
     if any((key != key[rep][group]).any() for key in keys):
-        return dedupe(part_strings(text, cps, starts, ends))
-    distinct = part_strings(text, cps, at[rep], at[rep] + ln[rep])
+        return _as_asked(dedupe(part_strings(text, cps, starts, ends)), strings)
+    distinct = part_strings(text, cps, at[rep], at[rep] + ln[rep]) if strings else short[rep]
     inv = np.empty(n, dtype=np.int64)
     inv[short] = group
     if len(short) < n:
         long = np.flatnonzero(lens > SHORT_PART)
-        more, long_inv = dedupe(part_strings(text, cps, starts[long], ends[long]))
+        more, long_inv = _as_asked(dedupe(part_strings(text, cps, starts[long], ends[long])), strings)
         inv[long] = long_inv + len(distinct)
-        distinct += more
+        distinct = distinct + more if strings else np.concatenate((distinct, long[more]))
     return distinct, inv
+
+
+def _as_asked(got, strings: bool):
+    """dedupe's (distinct strings, inv), or with strings=False (an occurrence of each, inv)."""
+    if strings:
+        return got
+    inv = got[1]
+    first = np.empty(len(got[0]), dtype=np.int64)
+    first[inv[::-1]] = np.arange(len(inv) - 1, -1, -1)  # (the last write wins: the first occurrence)
+    return first, inv
 
 
 def spread(flat: np.ndarray, begin: np.ndarray, length: np.ndarray, inv: np.ndarray):
