@@ -363,7 +363,10 @@ def summary_rows(results: dict) -> list[tuple[str, str, str, str]]:
         ident = {True: "identical", False: "**results differ**", None: "identity not reported"}[b.get("identical")]
         rows.append((f"`encode_batch`, {b['workers']} worker processes vs 1 ({b['documents']} documents, "
                      f"{b['bytes'] / (1 << 20):.1f} MiB)", f"≥ {BATCH_MIN:g}×",
-                     f"{b['speedup']:.2f}× ({b['single_mibs']:.2f} → {b['parallel_mibs']:.2f} MiB/s); {ident}",
+                     f"{b['speedup']:.2f}× ({b['single_mibs']:.2f} → {b['parallel_mibs']:.2f} MiB/s)"
+                     + (f"; median of {len(b['ratio_runs'])} runs, rounds "
+                        + " / ".join(f"{x:.2f}" for x in b["round_medians"]) if b.get("round_medians") else "")
+                     + f"; {ident}",
                      _verdict(b["speedup"] >= BATCH_MIN and b.get("identical") is not False)))
     else:
         why = (b or {}).get("reason", "not measured in this run")
