@@ -13,8 +13,7 @@ import gc
 import heapq
 import sys
 from bisect import bisect_left
-from itertools import chain, compress, filterfalse, islice, repeat
-from operator import is_, is_not
+from itertools import chain, filterfalse, islice
 
 from ... import mtok
 from ...errors import FormatError
@@ -250,123 +249,17 @@ class BPE(VocabFile):
         return out
 
     def _segmented(self, texts: list[str], joined: str, n_chars: list[int] | None = None) -> list | None:
-        """Each piece's ids where uncrossable boundaries (bpe_cuts.py) cut it into parts of at most
-        BATCH_WORD bytes, else None there (None for all: no piece was cut). A part is merged
-        as a word of its own (pure BPE: no whole-token shortcut, which a part is not owed); a
-        part of one char takes what the char alone merges to, from self._chars (each distinct
-        char merged once), the rest are merged in one batch."""
-        import numpy as np
+        """Each piece's ids where uncrossable boundaries cut it into parts, else None there (None
+        for all: no piece was cut): bpe_segmented.segmented."""
+        from .bpe_segmented import segmented
 
-        from .bpe_cuts import CharIds
-        from .textparts import byte_lengths, ranges
-
-        raw = np.frombuffer(joined.encode("utf-8"), dtype=np.uint8)
-        blen = byte_lengths(raw, texts, n_chars)
-        cps_all = np.frombuffer(joined.encode("utf-32-le"), dtype="<u4")
-        bstart = np.cumsum(blen) - blen
-        cuts, tested = self._cut_table().cuts(raw, bstart)
-        if len(cuts) * CUT_SHARE < tested:
-            return None
-        owner_of_cut = np.searchsorted(bstart, cuts, side="right") - 1
-        cut_here = np.zeros(len(texts), dtype=bool)
-        cut_here[owner_of_cut] = True
-        idx = np.flatnonzero(cut_here)
-        if self._piece_hash is not None:  # a piece that is a token is that token, cuts or not
-            found = self._whole_tokens(raw[np.repeat(cut_here, blen)], blen[idx])[0]
-            cut_here[idx[found >= 0]] = False
-        starts = np.sort(np.concatenate((bstart[cut_here], cuts[cut_here[owner_of_cut]])))
-        if not len(starts):
-            return None
-        owner = np.searchsorted(bstart, starts, side="right") - 1
-        ends = np.minimum(np.append(starts[1:], len(raw)), bstart[owner] + blen[owner])
-        longest = np.zeros(len(texts), dtype=np.int64)
-        np.maximum.at(longest, owner, ends - starts)
-        fits = longest[owner] <= BATCH_WORD
-        starts, ends, owner = starts[fits], ends[fits], owner[fits]
-        if not len(starts):
-            return None
-        lead = raw[starts]
-        width = 1 + (lead >= 0xC0).astype(np.int64) + (lead >= 0xE0) + (lead >= 0xF0)
-        one = np.flatnonzero(ends - starts == width)
-        many = np.flatnonzero(ends - starts != width)
-        if self._chars is None:
-            self._chars = CharIds()
-        chars = self._chars
-        char_at = np.cumsum((raw & 0xC0) != 0x80, dtype=np.int32)  # (int32: 4 bytes a byte, not 8)
-        char_at -= 1  # the char each byte belongs to
-        cps = cps_all[char_at[starts[one]]].astype(np.int64)
-        row = chars.rows(cps)
-        if (row < 0).any():  # chars not met yet: each distinct one merged once
-            top = int(cps.max()) + 1  # (tables up to the largest char met, not all of Unicode)
-            seen = np.zeros(top, dtype=bool)
-            seen[cps[row < 0]] = True
-            new = np.flatnonzero(seen)
-            first = np.empty(top, dtype=np.int64)  # (read only where written)
-            first[cps[::-1]] = one[::-1]  # (any occurrence will do: each is that char's bytes)
-            at = starts[first[new]]
-            got = self._merge_chars(raw, at, width[first[new]])
-            if got is None:
-                return None
-            chars.add(new, *got)
-            row = chars.rows(cps)
-        counts = np.zeros(len(starts), dtype=np.int64)
-        counts[one] = chars.counts[row]
-        if len(many):  # parts of several chars: each distinct one merged once (part_cache)
-            many_ids = self._many_part_ids(raw, joined, cps_all, char_at, starts[many], ends[many], counts, many)
-            if many_ids is None:
-                return None
-        # The one-char parts' ids in order: the first count ids of each one's row of chars.ids,
-        # taken from the rows as one flat array; they fill every slot the other parts do not have
-        # (rather than a destination computed per id). (Gathering the rows, then masking them to
-        # their counts, made two arrays of 4 a part: 95K parts, 0.9 against 0.5-0.7 ms warm.)
-        ones = chars.ids.ravel().take(ranges(row * 4, counts[one]))
-        if len(many):
-            dest = ranges((np.cumsum(counts) - counts)[many], counts[many])  # the multi-char parts' slots
-            flat = np.empty(int(counts.sum()), dtype=np.uint32)  # (ids: uint32 as in the file; fresh pages cost)
-            rest = np.ones(len(flat), dtype=bool)
-            rest[dest] = False
-            flat[rest] = ones
-            flat[dest] = many_ids
-        else:
-            flat = ones
-        per_piece = np.bincount(owner, weights=counts, minlength=len(texts)).astype(np.int64)
-        done = np.zeros(len(texts), dtype=bool)
-        done[owner] = True
-        ids = flat.tolist()
-        out: list = [None] * len(texts)
-        at = 0
-        for k, n in zip(np.flatnonzero(done).tolist(), per_piece[done].tolist()):
-            if len(texts[k]) <= CACHE_PIECE:  # (the cache keeps it: a tuple)
-                out[k] = tuple(ids[at:at + n])
-            else:  # a list, and the whole list when it is all (10^6 ideographs: 2M ids not copied)
-                out[k] = ids if n == len(ids) else ids[at:at + n]
-            at += n
-        return out
+        return segmented(self, texts, joined, n_chars)
 
     def _cuts_pay(self, joined: str) -> bool:
-        """Whether cutting is worth it, judged on the first PROBE_BYTES of the pieces (as one): at
-        least 1/CUT_SHARE of the boundaries tested cut (Llama 3 cuts 18% of Japanese text's, and
-        whole pieces merge as fast), and the chars repeat (every code point once, utf8seq.txt:
-        merging each char alone costs more than merging the pieces in chunks). Only that much
-        is encoded here: most texts that fail go on to _encode_whole, which encodes them all."""
-        import numpy as np
+        """Whether cutting these pieces is worth it: bpe_segmented.cuts_pay."""
+        from .bpe_segmented import cuts_pay
 
-        head = joined[:PROBE_BYTES].encode("utf-8")
-        probe = np.frombuffer(head[:PROBE_BYTES], dtype=np.uint8)
-        if len(head) == len(probe) and len(joined) <= PROBE_BYTES \
-                and np.count_nonzero(probe >= 0xC0) < len(probe) * CUT_RARE_SHARE:
-            # All of the pieces are in the probe, and multi-byte chars are rare in them: few pieces
-            # would be cut, and the cut path's fixed costs (its tables, the code points, a second
-            # batch) outweigh what cutting saves (cl100k over code.txt's 6.9K distinct pieces, 72
-            # of them cut: ~5 ms for nothing). Where they are common (a CJK document), it pays.
-            return False
-        cuts, tested = self._cut_table().cuts(probe, np.zeros(1, dtype=np.int64))
-        if not len(cuts) or len(cuts) * CUT_SHARE < tested:
-            return False
-        key = np.sort(probe[cuts].astype(np.int64) << 16 | probe.take(cuts + 1, mode="clip").astype(np.int64) << 8
-                      | probe.take(cuts + 2, mode="clip"))
-        distinct = 1 + np.count_nonzero(key[1:] != key[:-1])  # (3 bytes from each cut: its char, about)
-        return distinct * 5 < len(cuts) * 4
+        return cuts_pay(self, joined)
 
     def _cut_table(self):
         """The bpe_cuts.CutTable of the cut_windows section, loaded on first use (most English
@@ -377,71 +270,6 @@ class BPE(VocabFile):
             self._cut = load_table(self._f)
         return self._cut
 
-    def _many_part_ids(self, raw, joined, cps, char_at, starts, ends, counts, many):
-        """The ids of the multi-char parts raw[starts[k]:ends[k]] back to back (uint32), their
-        counts put in counts[many]; None for a byte with no token. Each distinct part once: from
-        part_cache, or merged (pure BPE, no whole-token lookup) in one batch from its first
-        occurrence's bytes; every occurrence then takes its ids by numpy gathers (textparts.py:
-        o200k over 10^6 random ideographs, whose pairs are nearly all distinct, 585 -> 505 ms)."""
-        import numpy as np
-
-        from .textparts import distinct_parts, spread, tuples
-
-        cache = self.part_cache
-        s_char, e_char = char_at[starts], char_at[ends - 1] + 1
-        if not cache:  # nothing to look up: strings only for the parts remembered, if any
-            return self._fresh_part_ids(raw, joined, cps, starts, ends, s_char, e_char, counts, many)
-        distinct, inv = distinct_parts(joined, cps, s_char, e_char)
-        got = list(map(cache.get, distinct))
-        dlen = np.zeros(len(distinct), dtype=np.int64)
-        dbeg = np.zeros(len(distinct), dtype=np.int64)  # where each distinct part's ids start in dflat
-        miss = np.flatnonzero(np.fromiter(map(is_, got, repeat(None)), bool, len(got)))
-        hit = np.flatnonzero(np.fromiter(map(is_not, got, repeat(None)), bool, len(got)))
-        hits = [got[k] for k in hit.tolist()] if len(miss) else got
-        hlen = np.fromiter(map(len, hits), np.int64, len(hits))
-        dflat = [np.fromiter(chain.from_iterable(hits), np.uint32, int(hlen.sum()))]
-        dlen[hit] = hlen
-        dbeg[hit] = np.cumsum(hlen) - hlen
-        if len(miss):
-            first = np.empty(len(distinct), dtype=np.int64)
-            first[inv[::-1]] = np.arange(len(inv) - 1, -1, -1)  # (the last write wins: the first occurrence)
-            got_m = self._merge_ranges(raw, starts[first[miss]], ends[first[miss]])
-            if got_m is None:
-                return None
-            flat, mcounts = got_m
-            dlen[miss] = mcounts
-            dbeg[miss] = len(dflat[0]) + np.cumsum(mcounts) - mcounts
-            dflat.append(flat.astype(np.uint32))
-            if self._parts_kept(len(miss), len(inv), len(distinct)):
-                if len(cache) + len(miss) > CACHE_MAX:
-                    cache.clear()
-                cache.update(zip([distinct[k] for k in miss.tolist()],
-                                 tuples(flat, np.cumsum(mcounts) - mcounts, mcounts)))
-        ids, counts[many] = spread(np.concatenate(dflat), dbeg, dlen, inv)
-        return ids
-
-    def _fresh_part_ids(self, raw, joined, cps, starts, ends, s_char, e_char, counts, many):
-        """_many_part_ids with an empty part_cache: every distinct part merged from one of its
-        occurrences, and strings made only for the parts remembered (10^5 random ideographs
-        under o200k: 16K parts, none remembered; line_profiler put 2.4 ms of the call on their
-        strings and on looking each up in the empty cache). The cache being empty, what is
-        remembered (at most PART_BATCH_REMEMBERED) never takes it past CACHE_MAX."""
-        import numpy as np
-
-        from .textparts import distinct_parts, part_strings, spread, tuples
-
-        rep, inv = distinct_parts(joined, cps, s_char, e_char, strings=False)
-        got = self._merge_ranges(raw, starts[rep], ends[rep])
-        if got is None:
-            return None
-        flat, mcounts = got
-        dbeg = np.cumsum(mcounts) - mcounts
-        if self._parts_kept(len(rep), len(inv), len(rep)):
-            keys = part_strings(joined, cps, s_char[rep], e_char[rep])
-            self.part_cache.update(zip(keys, tuples(flat, dbeg, mcounts)))
-        ids, counts[many] = spread(flat.astype(np.uint32), dbeg, mcounts, inv)
-        return ids
-
     @staticmethod
     def _parts_kept(fresh: int, parts: int, distinct: int) -> bool:
         """Whether a call's fresh parts go into part_cache: not when they are too many at once
@@ -449,7 +277,7 @@ class BPE(VocabFile):
         distinct parts of 16K under o200k; Japanese and multi.txt repeat theirs 2.3-4.3 times),
         whose tuples and insertion took 4.5 ms of a 28 ms call over 10^5 random ideographs
         (line_profiler; the call as a whole, alternated with the code before: 24.3-26.3 -> 20.1-21.3
-        ms together with _fresh_part_ids)."""
+        ms together with bpe_segmented.fresh_part_ids)."""
         return fresh <= PART_BATCH_REMEMBERED and (distinct < PART_REPEATS_FROM or parts >= PART_REPEATS * distinct)
 
     def _encode_whole(self, texts: list[str], joined: str | None = None,

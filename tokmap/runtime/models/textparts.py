@@ -1,6 +1,6 @@
 """The parts of long pieces, at once (numpy; imported by the model modules that use it).
 
-The models that cut long pieces where no merge crosses (charcut.py, and BPE._segmented) make
+The models that cut long pieces where no merge crosses (charcut.py, and bpe_segmented.py) make
 tens of thousands of parts, most of them repeats. Each step here is a few C-level passes where a
 slice, a lookup or a tuple per part costs Python: the parts as strings (part_strings), the
 distinct ones (dedupe; distinct_parts, which makes a string only for each distinct short part),
