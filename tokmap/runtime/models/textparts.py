@@ -109,12 +109,15 @@ def distinct_parts(text: str, cps: np.ndarray, starts: np.ndarray, ends: np.ndar
 
 def _as_asked(got, strings: bool):
     """dedupe's (distinct strings, inv), or with strings=False (an occurrence of each, inv)."""
-    if strings:
-        return got
-    inv = got[1]
-    first = np.empty(len(got[0]), dtype=np.int64)
+    return got if strings else (first_occurrences(got[1], len(got[0])), got[1])
+
+
+def first_occurrences(inv: np.ndarray, n: int) -> np.ndarray:
+    """For each of n distinct parts, the index of its first occurrence (inv: each occurrence's
+    distinct part, every one of the n present)."""
+    first = np.empty(n, dtype=np.int64)
     first[inv[::-1]] = np.arange(len(inv) - 1, -1, -1)  # (the last write wins: the first occurrence)
-    return first, inv
+    return first
 
 
 def spread(flat: np.ndarray, begin: np.ndarray, length: np.ndarray, inv: np.ndarray):
