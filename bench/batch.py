@@ -92,6 +92,13 @@ def child_main(mtok: str, workers: int, corpora: list[str]) -> dict:
                     round_medians=[r["ratio_median"] for r in rounds],
                     single_mibs=statistics.median(single), parallel_mibs=statistics.median(par),
                     cpu_ratio=statistics.median([r["cpu_ratio"] for r in rounds]))
+        # The same slices in N processes that share nothing (bench/ceiling.py): what this machine's
+        # cores give any pool. Context for the ratio, not part of it; a failure here only drops it.
+        try:
+            import ceiling
+            info["ceiling"] = ceiling.measure(mtok, texts, workers, REPEAT, rounds=ROUNDS)
+        except Exception as e:  # noqa: BLE001 -- reported, never fatal to the encode_batch figure
+            info["ceiling"] = {"error": f"{type(e).__name__}: {e}"}
         return info
     else:
         import tokmap

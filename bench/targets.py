@@ -58,6 +58,16 @@ def target_corpora(model: str) -> list[str]:
 
 # -- formatting ------------------------------------------------------------------------------------
 
+def _ceiling_note(b: dict) -> str:
+    """The encode_batch row's note on bench/ceiling.py's figure: N processes sharing nothing."""
+    c = b.get("ceiling") or {}
+    if "ratio" not in c:
+        return f" (ceiling not measured: {c['error']})" if c.get("error") else ""
+    rounds = " / ".join(f"{x:.2f}" for x in c["ratio_rounds"])
+    return (f". For comparison, {c['workers']} independent processes sharing nothing (bench/ceiling.py): "
+            f"{c['ratio']:.2f}× (rounds {rounds})")
+
+
 def _verdict(ok: bool | None) -> str:
     return "—" if ok is None else ("met" if ok else "**not met**")
 
@@ -366,7 +376,7 @@ def summary_rows(results: dict) -> list[tuple[str, str, str, str]]:
                      f"{b['speedup']:.2f}× ({b['single_mibs']:.2f} → {b['parallel_mibs']:.2f} MiB/s)"
                      + (f"; median of {len(b['ratio_runs'])} runs, rounds "
                         + " / ".join(f"{x:.2f}" for x in b["round_medians"]) if b.get("round_medians") else "")
-                     + f"; {ident}",
+                     + f"; {ident}" + _ceiling_note(b),
                      _verdict(b["speedup"] >= BATCH_MIN and b.get("identical") is not False)))
     else:
         why = (b or {}).get("reason", "not measured in this run")
