@@ -257,6 +257,30 @@ def test_plan_weighs_utf8_bytes():
     assert parallel.weights(["h\u00e9", "\ud800x"]) == [3, 4]  # surrogates counted as encodable
 
 
+def test_plan_puts_each_share_boundary_within_half_a_document():
+    """A document goes to the share its middle falls in: each share starts within half a document
+    of k * total / workers (a share closed at the document reaching its part took that whole
+    document, ~9% of a share on bench/parallel.py's slices)."""
+    import random
+
+    r = random.Random(11)
+    for _ in range(500):
+        texts = ["x" * r.choice([0, 1, 5_000, 40_000, 75_000, 120_000]) for _ in range(r.randrange(1, 40))]
+        workers = r.choice([2, 3, 4])
+        w = parallel.weights(texts)
+        total, queues = sum(w), parallel.plan_chunks(texts, workers)
+        starts = [min((a for a, _ in q), default=None) for q in queues]
+        for k in range(1, workers):
+            if starts[k] is None:  # an empty share: one document holds several boundaries
+                continue
+            before = sum(w[:starts[k]])
+            assert abs(before - k * total / workers) <= max(w) / 2, (w, workers, queues)
+    # the case that was off: the document that reaches the middle mostly lies past it
+    w = [100_000, 30_000, 100_000, 100_000]  # the middle: 165K; the third document spans 130K-230K
+    queues = parallel.plan_chunks(["x" * n for n in w], 2)
+    assert sorted(queues[1])[0][0] == 2  # shares of 130K and 200K (closing at it: 230K and 100K)
+
+
 def test_texts_travel_as_utf8_once_encoded():
     """A non-ASCII document goes to a worker as the UTF-8 bytes its weight was taken from, an ASCII
     one as it is; the worker gets the very strings back (lone surrogates too)."""
@@ -453,6 +477,9 @@ def test_plan_and_scheduler_cover_every_document_once():
         for q in queues:  # each share is one contiguous run of documents, largest chunks first
             sizes = [sum(map(len, texts[a:b])) for a, b in q]
             assert sizes == sorted(sizes, reverse=True)
+            # no near-empty tail chunk (it would take a slot of the first burst): below the least
+            # chunk weight only a share's single chunk
+            assert len(sizes) <= 1 or min(sizes) >= parallel._MIN_CHUNK_BYTES, sizes
             q = sorted(q)
             assert all(q[k][1] == q[k + 1][0] for k in range(len(q) - 1))
         sched = parallel._Scheduler(queues, parallel.weights(texts))
