@@ -48,10 +48,10 @@ import -> load -> encode path. Decisions, with the reasons measured for issue 4:
   Linux allows, so most jobs go in one write and a worker writes most results whole and goes on to
   its next job while the caller reads.
 - Each worker owns a contiguous share of the batch (a document goes to the share its middle falls
-  in: plan_chunks), cut into chunks that halve towards its end and
-  run largest first (a worker's first group is then most of its share, and the last small chunks
-  stay with the caller to be stolen), and a worker that runs dry takes the smallest chunk of the share with most
-  left. Shares and chunks are weighed in UTF-8 bytes, not characters: a CJK character costs about
+  in: plan_chunks), cut into chunks that halve towards its end and run largest first (a worker's
+  first group is then most of its share, and the last small chunks stay with the caller to be
+  stolen), and a worker that runs dry takes the smallest chunk of the share with most left.
+  Shares and chunks are weighed in UTF-8 bytes, not characters: a CJK character costs about
   three times an ASCII one, and on bench/parallel.py's lines set (llama3, five fresh slices) the
   character-weighed shares took 0.91 s and 1.17 s of CPU, the byte-weighed ones 0.96 s and 1.08 s.
   Handing chunks out first-come (as a plain pool would) cost the workers 15-40% more CPU than
