@@ -139,7 +139,7 @@ def plan_chunks(texts, workers: int, weight: list[int] | None = None) -> list[li
     slices (Llama 3), where a document of multi.txt weighs ~75 KB, 905-979 KB against 815-845 KB,
     the first worker then setting the batch's time. Six alternations in one process (each
     share's CPU time, the single run's over the slower share's): 1.76-1.90 -> 1.85-2.01; eight
-    alternations of the pool, 15 runs each: median ratio 1.74 -> 1.78 on average, ahead in six.
+    alternations of the pool, 15 runs each: median ratio 1.75 -> 1.78 on average, ahead in six.
     Each share is then cut into chunks that shrink towards its end (each half of what remains
     of the share), so a worker's last chunks are small and stealing them evens out the finish.
     A remainder lighter than the least chunk (_MIN_CHUNK_BYTES) joins the chunk before it: a
