@@ -8,6 +8,8 @@ load the tokenizer and encode the same fresh slices in-process (`tok.encode_batc
 no pipes, no caller), all started at once, against one such process alone. The ratio is N times the
 lone process's seconds over the slowest of the N's: 2.0 on two free, equal cores. On a VM whose two
 vCPUs are hyperthreads of one core, or run at different speeds, it is lower, and so is every pool's.
+It bounds a pool in expectation, not run by run: three rounds on a noisy VM move as much as the pool's
+own figure (the 03:02 UTC bench of 2026-11-27: pool 1.81x, this 1.76x, its rounds 1.93 / 1.76 / 1.72).
 
 Each process: load, one untimed slice (as parallel.measure's warm-up), then "ready" on stdout; on a
 line from stdin it encodes the run slices one after another and prints its seconds. Rounds alternate
@@ -82,8 +84,9 @@ def _run_together(mtok: str, slices_file: str, n: int) -> list[dict]:
 def measure(mtok_path, texts, workers: int = 2, repeat: int = 5, rounds: int = 3) -> dict:
     """The ceiling ratio for `workers` processes, texts dealt into repeat + 1 slices as
     parallel.measure deals them (slice 0 untimed)."""
-    texts = list(texts)
-    slices = [texts[i::repeat + 1] for i in range(repeat + 1)]
+    import parallel  # (bench/: batch.py and main() put it on sys.path)
+
+    slices = parallel.fresh_slices(list(texts), repeat)
     with tempfile.NamedTemporaryFile(suffix=".pickle", delete=False) as f:
         f.write(pickle.dumps(slices, 5))
     try:

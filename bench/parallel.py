@@ -68,6 +68,11 @@ def _timed(fn, tok):
     return out, wall, c1 - c0, [y - x for x, y in zip(w0, w1)] if len(w0) == len(w1) else w1
 
 
+def fresh_slices(texts: list, repeat: int) -> list[list]:
+    """The documents dealt into repeat + 1 interleaved slices (slice 0: the warm-up)."""
+    return [texts[i::repeat + 1] for i in range(repeat + 1)]
+
+
 def measure(mtok_path, texts, workers: int = 2, repeat: int = 5, mode: str = "fresh") -> dict:
     """Single-process vs `workers`-process encode_batch of `texts`.
 
@@ -79,7 +84,7 @@ def measure(mtok_path, texts, workers: int = 2, repeat: int = 5, mode: str = "fr
     """
     texts = list(texts)
     if mode == "fresh":
-        slices = [texts[i::repeat + 1] for i in range(repeat + 1)]
+        slices = fresh_slices(texts, repeat)
         warmup, runs = slices[0], slices[1:]
     elif mode == "warm":
         warmup, runs = texts, [texts] * repeat
