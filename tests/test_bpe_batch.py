@@ -18,7 +18,7 @@ import pytest
 
 import tokmap
 from tokmap import mtok
-from tokmap.runtime.models import bpe
+from tokmap.runtime.models import bpe, bpe_batch
 from tokmap.runtime.models.bpe_batch import BatchMerger, nonmono_bitmap
 from tokmap.runtime.reader import MtokFile
 
@@ -133,6 +133,43 @@ def test_ranks_from_results_merge_alike(seed):
     merger = merger_for(table)
     assert not merger.wide and merger.nonmono.any()
     check_merges(merger, table, random_words(rng, base))
+
+
+# (EAGER_SHARE, IDLE_SHARE): the partners cut out every round (the slots never hold a dead one);
+# never, with the dead slots compacted at the next round's start; never, and never compacted (the
+# longest runs of dead slots for next_live / prev_live to skip); the defaults.
+POLICIES = [(10**9, 3), (1, 10**9), (1, 1), (bpe_batch.EAGER_SHARE, bpe_batch.IDLE_SHARE)]
+
+
+@pytest.mark.parametrize("policy", POLICIES, ids=["cut", "lazy-compact", "lazy-never", "default"])
+@pytest.mark.parametrize("seed", range(4))
+def test_every_compaction_policy_merges_alike(monkeypatch, policy, seed):
+    """A merged symbol's partner is cut out of the arrays at once, or its slot marked dead and
+    skipped until a compaction (bpe_batch._Slots): each policy merges like the sequential BPE,
+    on narrow and wide codes, non-monotone merges and runs included."""
+    eager, idle = policy
+    monkeypatch.setattr(bpe_batch, "EAGER_SHARE", eager)
+    monkeypatch.setattr(bpe_batch, "IDLE_SHARE", idle)
+    rng = random.Random(300 + seed)
+    table = random_table(rng, 4, rng.choice([40, 300]), shared_ranks=seed % 2 == 0)
+    if seed % 2:
+        table, base = ranked_by_result(table, rng, 4)
+    else:
+        base = list(range(4))
+    check_merges(merger_for(table), table, random_words(rng, base))
+
+
+@pytest.mark.parametrize("policy", POLICIES, ids=["cut", "lazy-compact", "lazy-never", "default"])
+def test_overlapping_occurrences_across_a_dead_slot(monkeypatch, policy):
+    """A run whose pairs overlap across a dead slot: 0 0 1 2 0 0 with 1 2 -> 0 first, then the
+    monotone 0 0 -> 3 taken at every other occurrence of the run 0 0 0 _ 0 0 (the partner of the
+    third 0 is the fourth, past the dead slot): (0 0)(0 0) 0, as sequential BPE merges it, never
+    the third 0 merged twice."""
+    monkeypatch.setattr(bpe_batch, "EAGER_SHARE", policy[0])
+    monkeypatch.setattr(bpe_batch, "IDLE_SHARE", policy[1])
+    table = {(1, 2): (0, 0), (0, 0): (1, 3)}
+    words = [[0, 0, 1, 2, 0, 0], [0, 1, 2, 0, 0], [0, 0, 0, 1, 2, 0, 0, 0]]
+    assert run_batch(merger_for(table), words) == [reference_bpe(w, table) for w in words]
 
 
 @pytest.mark.parametrize("seed", range(4))
