@@ -172,6 +172,33 @@ def test_overlapping_occurrences_across_a_dead_slot(monkeypatch, policy):
     assert run_batch(merger_for(table), words) == [reference_bpe(w, table) for w in words]
 
 
+def test_dead_runs_are_compacted_before_they_grow_long(monkeypatch):
+    """A run ("a" * 255) merged in lazy rounds, among many words that keep the round's merges
+    below EAGER_SHARE: its runs of dead slots double each round, and a neighbour lookup that
+    stepped over more than SKIP_MOST of them has the slots compacted at the next round, so no
+    lookup steps over more than twice that (each step is a numpy pass); the ids are still the
+    sequential ones."""
+    table = {(0, 0): (0, 40)}  # the run: 0 0 -> 40, 40 40 -> 41, ... (rank k: halves it)
+    table.update({(40 + k, 40 + k): (1 + k, 41 + k) for k in range(7)})
+    table[(1, 2)] = (10, 100)  # the other words: 1 2 3 ... 30, merged one pair a round
+    table.update({(97 + k, k): (8 + k, 98 + k) for k in range(3, 31)})
+    words = [[0] * 255] + [list(range(1, 31)) for _ in range(3000)]
+    steps = []
+    for name in ("next_live", "prev_live"):
+        real = getattr(bpe_batch._Slots, name)
+
+        def wrapped(self, slots, real=real):  # (the steps of each lookup, the slots' record kept)
+            before, self.longest_skip = self.longest_skip, 0
+            out = real(self, slots)
+            steps.append(self.longest_skip)
+            self.longest_skip = max(before, self.longest_skip)
+            return out
+        monkeypatch.setattr(bpe_batch._Slots, name, wrapped)
+    assert run_batch(merger_for(table), words) == [reference_bpe(w, table) for w in words]
+    assert max(steps) > bpe_batch.SKIP_MOST // 2  # the run's dead slots did pile up
+    assert max(steps) <= 2 * bpe_batch.SKIP_MOST + 1
+
+
 @pytest.mark.parametrize("seed", range(4))
 def test_sparse_ranks_merge_alike_and_report_the_file_ranks(seed):
     """Ranks far apart (up to ~2^31) are renumbered densely for the codes: the merge equals the

@@ -37,6 +37,7 @@ BOUND = (1 << 31) - 1  # the code after a word's last symbol (no pair)
 WIDE_NOPAIR, WIDE_BOUND = (1 << 62) - 2, (1 << 62) - 1
 IDLE_SHARE = 3  # slots are compacted once 1/IDLE_SHARE of them are dead or in finished words
 EAGER_SHARE = 8  # a round merging 1/EAGER_SHARE of the symbols or more cuts its partners out at once
+SKIP_MOST = 16  # dead slots in a row a neighbour lookup may step over before the next round compacts
 FINISH_WORDS = 8  # live words at or below which the caller's scalar merge finishes them
 HASH_MIX = 0x9E3779B97F4A7C15  # odd multipliers that spread a word's key into the high 32 bits
 HASH_MIX2 = 0xBF58476D1CE4E5B9
@@ -415,7 +416,9 @@ class BatchMerger:
                 done.append(st.all_words())
                 return
             idle = st.n_dead + (int(st.lens[finished].sum()) if n_finished else 0)
-            if idle * IDLE_SHARE >= len(st.sym):  # enough slots dead or done: worth compacting
+            # Compacted when enough slots are dead or done, or a neighbour lookup had a long run of
+            # dead slots to step over (lazy rounds over a run: its dead runs double each round).
+            if idle * IDLE_SHARE >= len(st.sym) or st.longest_skip > SKIP_MOST:
                 gone = st.compact(finished if n_finished else None)
                 if gone is not None:
                     done.append(gone)
@@ -519,6 +522,7 @@ class _Slots:
         self.starts = self.ends - lens + 1
         self.alive = None  # made on the first kill
         self.n_dead = 0
+        self.longest_skip = 0  # the most dead slots a neighbour lookup stepped over since then
 
     def cut(self, sel: np.ndarray) -> np.ndarray:
         """With no dead slot: the symbols after sel (merged into them) cut out of the arrays;
@@ -546,9 +550,12 @@ class _Slots:
         if self.n_dead:
             alive = self.alive
             todo = np.flatnonzero(~alive[j])
+            steps = 0
             while len(todo):
                 j[todo] += 1
                 todo = todo[~alive[j[todo]]]
+                steps += 1
+            self.longest_skip = max(self.longest_skip, steps)
         return j
 
     def prev_live(self, slots: np.ndarray) -> np.ndarray:
@@ -557,10 +564,13 @@ class _Slots:
         if self.n_dead:
             alive = self.alive
             todo = np.flatnonzero(~alive[np.maximum(j, 0)] & (j >= 0))
+            steps = 0
             while len(todo):
                 j[todo] -= 1
                 at = j[todo]
                 todo = todo[~alive[np.maximum(at, 0)] & (at >= 0)]
+                steps += 1
+            self.longest_skip = max(self.longest_skip, steps)
         return j
 
     def _live_lens(self) -> np.ndarray:
