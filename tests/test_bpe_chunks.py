@@ -26,21 +26,22 @@ def spy(monkeypatch):
     re-merge rounds. (A piece whose chunks all had to be joined again is still exact, so only
     first_try shows that chunks really were glued.)"""
     seen = {"glued": 0, "first_try": 0, "gave_up": 0, "remerged": 0}
-    merge_piece, glue = bpe_chunks.merge_piece, bpe_chunks.glue
+    merge_pieces, glue = bpe_chunks.merge_pieces, bpe_chunks.glue
 
-    def counting_merge_piece(*a, **k):
+    def counting_merge_pieces(*a, **k):  # (merge_piece is merge_pieces of one piece)
         before = seen["remerged"]
-        got = merge_piece(*a, **k)
-        seen["glued" if got is not None else "gave_up"] += 1
-        seen["first_try"] += got is not None and seen["remerged"] == before
+        got = merge_pieces(*a, **k)
+        for ids in got:
+            seen["glued" if ids is not None else "gave_up"] += 1
+            seen["first_try"] += ids is not None and seen["remerged"] == before
         return got
 
     def counting_glue(*a, **k):
-        out, failed = glue(*a, **k)
+        out, failed, kept = glue(*a, **k)
         seen["remerged"] += out is None
-        return out, failed
+        return out, failed, kept
 
-    monkeypatch.setattr(bpe_chunks, "merge_piece", counting_merge_piece)
+    monkeypatch.setattr(bpe_chunks, "merge_pieces", counting_merge_pieces)
     monkeypatch.setattr(bpe_chunks, "glue", counting_glue)
     return seen
 
@@ -122,6 +123,48 @@ def test_remerge_across_many_rounds_stays_exact(exported, testdata, monkeypatch,
         monkeypatch.setattr(bpe_chunks, "RETRIES", retries)
         assert tokmap.load(exported("cl100k_base")).encode(text) == expected, retries
     assert spy["gave_up"] >= 1 and spy["glued"] >= 2 and spy["remerged"] >= 3, spy
+
+
+@pytest.mark.parametrize("name", ["cl100k_base", "llama3"])
+def test_many_long_pieces_are_chunked_in_one_batch(name, testdata, exported, spy, monkeypatch):
+    """Long pieces shorter than CHUNK_PIECE alone but longer together (random letters and
+    ideographs between spaces: cl100k's and Llama 3's split keeps each whole) are chunked in one
+    merge_pieces call and glued piece by piece: the reference's ids. One such piece alone (less
+    than CHUNK_PIECE) is not chunked."""
+    ref = Ref(name, model_source(testdata, name))
+    encode_ref = ref.cases()[0][1]
+    rng = random.Random(f"many-{name}")
+    letters = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+    words = ["".join(rng.choices(letters, k=rng.randint(300, 1500))) for _ in range(12)]
+    words += ["".join(chr(rng.randint(0x4E00, 0x9FFF)) for _ in range(rng.randint(100, 500))) for _ in range(6)]
+    rng.shuffle(words)
+    calls = []
+    real = bpe_chunks.merge_pieces
+    monkeypatch.setattr(bpe_chunks, "merge_pieces", lambda sizes, *a: calls.append(len(sizes)) or real(sizes, *a))
+    text = " ".join(words)
+    tok = tokmap.load(exported(name))
+    assert tok.encode(text, add_special_tokens=False) == encode_ref(text)
+    assert calls == [len(words)] and spy["glued"] == len(words), (calls, spy)
+    # Each piece's own ids went into the cache: asked again alone, each is the reference's (its
+    # ids are not those of its neighbour's tail or head).
+    for piece in [words[0]] + [" " + w for w in words[1:]]:
+        assert tok.encode(piece, add_special_tokens=False) == encode_ref(piece)
+    assert calls == [len(words)]  # (all from the cache)
+    assert tokmap.load(exported(name)).encode(words[0], add_special_tokens=False) == encode_ref(words[0])
+    assert calls == [len(words)]  # (a lone piece under CHUNK_PIECE: the rounds and the heap)
+
+
+def test_pieces_that_cannot_glue_leave_the_others_glued(exported, testdata, monkeypatch, spy):
+    """With no retry, the pieces some of whose neighbouring chunks share no token (6 of these 40)
+    are given up and merged one by one, while the others keep their glued ids: all equal the
+    reference's."""
+    ref = Ref("cl100k_base", model_source(testdata, "cl100k_base"))
+    rng = random.Random(12)
+    words = ["".join(rng.choice("etaoinshrdlu") for _ in range(rng.randint(260, 400))) for _ in range(40)]
+    text = " ".join(words)
+    monkeypatch.setattr(bpe_chunks, "RETRIES", 0)
+    assert tokmap.load(exported("cl100k_base")).encode(text) == ref.cases()[0][1](text)
+    assert spy["gave_up"] >= 1 and spy["glued"] >= 1 and spy["glued"] + spy["gave_up"] == len(words), spy
 
 
 def test_runs_keep_the_bulk_rounds(exported, spy):

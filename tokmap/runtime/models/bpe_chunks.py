@@ -70,17 +70,46 @@ def merge_piece(n: int, lead: np.ndarray | None, merge_chunks, tok_len: np.ndarr
     """BPE ids of one long piece of n symbols (bytes, or chars for char-level BPE), or None.
     lead: where chunks may start (chunk_bounds). merge_chunks(starts, ends) merges the symbol
     ranges as the words of one batch: (ids back to back, count per range), or None. tok_len:
-    every token's length in symbols. Neighbours that share no token are merged again as one
-    chunk, up to RETRIES times."""
-    starts, ends = chunk_bounds(n, lead)
+    every token's length in symbols. (merge_pieces of one piece.)"""
+    return merge_pieces([n], [lead], merge_chunks, tok_len)[0]
+
+
+def merge_pieces(sizes: list[int], leads: list, merge_chunks, tok_len: np.ndarray) -> list:
+    """BPE ids of several long pieces laid back to back (piece p: the sizes[p] symbols after the
+    pieces before it), their chunks all merged in one batch: a batch round costs ~20 numpy calls
+    whatever its size, so thirty pieces of 1-4 KB (Llama 3 over utf8seq.txt) cost the rounds of
+    one. leads[p]: where piece p's chunks may start (chunk_bounds), in its own offsets. Chunks
+    never cross a piece's end: there neighbours are joined as they are. Neighbours that share no
+    token are merged again as one chunk, up to RETRIES times; a piece still left with such
+    neighbours gets None (the caller merges it some other way), as do all when merge_chunks
+    gives None."""
+    starts, ends, owner, at = [], [], [], 0
+    for p, (n, lead) in enumerate(zip(sizes, leads)):
+        s, e = chunk_bounds(n, lead)
+        starts.append(s + at)
+        ends.append(e + at)
+        owner.append(np.full(len(s), p, dtype=np.int64))
+        at += n
+    starts, ends, owner = np.concatenate(starts), np.concatenate(ends), np.concatenate(owner)
     got = merge_chunks(starts, ends)
-    for _ in range(RETRIES):
+    for attempt in range(RETRIES + 1):
         if got is None:
-            return None
+            return [None] * len(sizes)
         ids, counts = got
-        out, failed = glue(ids, counts, tok_len, starts, ends)
+        free = owner[1:] != owner[:-1] if len(sizes) > 1 else None  # (between two pieces: nothing to share)
+        out, failed, kept = glue(ids, counts, tok_len, starts, ends, free)
+        if out is None and attempt == RETRIES:  # the pieces glued so far are kept, the rest given up
+            bad = np.zeros(len(sizes), dtype=bool)
+            bad[owner[1:][failed]] = True
+            keep = ~bad[owner]
+            if not keep.any():
+                return [None] * len(sizes)
+            ids, counts = ids[np.repeat(keep, counts)], counts[keep]
+            starts, ends, owner = starts[keep], ends[keep], owner[keep]
+            out, _failed, kept = glue(ids, counts, tok_len, starts, ends, owner[1:] != owner[:-1])
+            return _by_piece(out, kept, owner, len(sizes), bad)
         if out is not None:
-            return out
+            return _by_piece(out, kept, owner, len(sizes), None)
         # Chunk j joins chunk j + 1 where boundary j failed: each group becomes one chunk.
         group = np.concatenate(([0], np.cumsum(~failed)))
         first = np.flatnonzero(np.concatenate(([True], group[1:] != group[:-1])))
@@ -89,16 +118,25 @@ def merge_piece(n: int, lead: np.ndarray | None, merge_chunks, tok_len: np.ndarr
         new_starts, new_ends = starts[first], ends[last]
         again = merge_chunks(new_starts[redo], new_ends[redo])
         if again is None:
-            return None
-        kept = np.repeat(first == last, last - first + 1)  # the chunks merged as they were
+            return [None] * len(sizes)
+        kept_as_is = np.repeat(first == last, last - first + 1)  # the chunks merged as they were
         new_counts = np.zeros(len(first), dtype=np.int64)
-        new_counts[first == last] = counts[kept]
+        new_counts[first == last] = counts[kept_as_is]
         new_counts[redo] = again[1]
         new_ids = np.empty(int(new_counts.sum()), dtype=np.int64)
-        new_ids[_slots(new_counts, np.flatnonzero(first == last))] = ids[np.repeat(kept, counts)]
+        new_ids[_slots(new_counts, np.flatnonzero(first == last))] = ids[np.repeat(kept_as_is, counts)]
         new_ids[_slots(new_counts, redo)] = again[0]
-        got, starts, ends = (new_ids, new_counts), new_starts, new_ends
-    return None
+        got, starts, ends, owner = (new_ids, new_counts), new_starts, new_ends, owner[first]
+    return [None] * len(sizes)  # (not reached: the last attempt returns above)
+
+
+def _by_piece(out: np.ndarray, kept, owner: np.ndarray, n: int, bad) -> list:
+    """glue's ids cut into each piece's (kept: each chunk's ids in out), None for a bad piece."""
+    if n == 1:
+        return [None if bad is not None and bad[0] else out]
+    per_piece = np.bincount(owner, weights=kept, minlength=n).astype(np.int64)
+    cut = np.split(out, np.cumsum(per_piece)[:-1])
+    return [None if bad is not None and bad[p] else cut[p] for p in range(n)]
 
 
 def _slots(counts: np.ndarray, which: np.ndarray) -> np.ndarray:
@@ -109,14 +147,16 @@ def _slots(counts: np.ndarray, which: np.ndarray) -> np.ndarray:
 
 
 def glue(ids: np.ndarray, counts: np.ndarray, tok_len: np.ndarray, starts: np.ndarray,
-         ends: np.ndarray) -> tuple[np.ndarray | None, np.ndarray]:
+         ends: np.ndarray, free: np.ndarray | None = None):
     """(the whole piece's ids, or None when some neighbouring chunks share no token; which
-    boundaries share none) from each chunk's ids (back to back, counts per chunk; tok_len: byte
-    length of every token id). Boundary b lies between chunks b and b + 1."""
+    boundaries share none; how many of each chunk's ids the first item holds) from each chunk's
+    ids (back to back, counts per chunk; tok_len: byte length of every token id); the third is
+    None without free. Boundary b lies between chunks b and b + 1; where free[b], chunk b + 1
+    starts where chunk b ends (two pieces back to back) and both keep all of their ids there."""
     n_chunks = len(counts)
     failed = np.ones(n_chunks - 1, dtype=bool)
     if n_chunks == 1:
-        return ids, failed
+        return ids, failed, counts
     wid = np.repeat(np.arange(n_chunks, dtype=np.int64), counts)
     size = ends - starts
     tend = np.cumsum(tok_len[ids].astype(np.int64)) + np.repeat(starts - (np.cumsum(size) - size), counts)
@@ -138,8 +178,10 @@ def glue(ids: np.ndarray, counts: np.ndarray, tok_len: np.ndarray, starts: np.nd
     first = np.concatenate(([True], bound[1:] != bound[:-1]))[:len(bound)]  # the leftmost shared token
     match, bound = match[first], bound[first]
     failed[bound] = False
-    if len(bound) != n_chunks - 1:
-        return None, failed
+    if free is not None:  # (no mark there: each side keeps all of its ids)
+        failed[free] = False
+    if failed.any():
+        return None, failed, None
     left = where[order[match]]  # the shared token's index in chunk b's ids
     right = where[order[match + 1]]  # ... and in chunk b + 1's
     # Keep chunk k's ids after the token it shares with chunk k - 1, up to and including the one
@@ -148,4 +190,6 @@ def glue(ids: np.ndarray, counts: np.ndarray, tok_len: np.ndarray, starts: np.nd
     mark[0] = 1
     np.add.at(mark, left + 1, -1)
     np.add.at(mark, right + 1, 1)
-    return ids[np.cumsum(mark[:-1]) > 0], failed
+    keep = np.cumsum(mark[:-1]) > 0
+    kept = None if free is None else np.add.reduceat(keep, np.cumsum(counts) - counts, dtype=np.int64)
+    return ids[keep], failed, kept
