@@ -273,6 +273,46 @@ def test_pair_lookup_of_many_distinct_pairs_equals_one_by_one(seed, id_bits, mon
     assert sum(c < merger.nopair for c in one_by_one) > 50 and merger.nopair in one_by_one
 
 
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("present", [0.02, 0.5])
+def test_screened_pair_lookup_equals_one_by_one(seed, present):
+    """codes(screen=True) of many pairs (a large batch's) screens them through the merge keys'
+    hash filter first: the same codes as looking each pair up on its own, for merges (never
+    screened out: their slots are set), absent pairs screened out, and absent pairs whose slot a
+    merge shares (searched, and found absent); with few or many of the pairs merges."""
+    rng = random.Random(f"{seed}-{present}")
+    table = random_table(rng, 40, 3000, shared_ranks=seed % 2 == 0)
+    merger = merger_for(table)
+    merges = list(table)
+    pairs = [rng.choice(merges) if rng.random() < present else (rng.randrange(5000), rng.randrange(5000))
+             for _ in range(20000)]
+    left = np.array([a for a, _ in pairs], dtype=np.int64)
+    right = np.array([b for _, b in pairs], dtype=np.int64)
+    got = merger.codes(left, right, screen=True)
+    assert merger._pair_filter is not None  # the screened path was taken
+    slots = bpe_batch.hash_slots(((left.astype(np.uint64) << np.uint64(32)) | right.astype(np.uint64))
+                                 * bpe_batch.KEY_MIX)
+    absent = np.array([p not in table for p in pairs])
+    assert (merger._pair_filter[slots] & absent).any() and (~merger._pair_filter[slots]).any()
+    assert got.tolist() == merger.codes(left, right).tolist()  # (unscreened: the sorted search)
+    ranks = merger.file_ranks(got).tolist()
+    assert [r if r >= 0 else None for r in ranks] == [table[p][0] if p in table else None for p in pairs]
+
+
+def test_large_batches_screen_their_lookups():
+    """A batch merge of SCREEN_SYMBOLS symbols or more screens its pair lookups (the filter is
+    made), a smaller one does not; both equal the sequential merge."""
+    rng = random.Random(5)
+    table = random_table(rng, 30, 2000, shared_ranks=False)
+    words = [[rng.randrange(30) for _ in range(rng.choice([4, 9, 20]))] for _ in range(6000)]
+    small, large = merger_for(table), merger_for(table)
+    few = words[:200]
+    assert run_batch(small, few) == [reference_bpe(w, table) for w in few] and small._pair_filter is None
+    assert sum(map(len, words)) >= bpe_batch.SCREEN_SYMBOLS
+    assert run_batch(large, words) == [reference_bpe(w, table) for w in words]
+    assert large._pair_filter is not None
+
+
 def test_batch_merge_on_gpt2_matches_scalar_path():
     tok = tokmap.load(_gpt2_export())
     model = tok.model
