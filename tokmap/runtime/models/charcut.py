@@ -32,7 +32,8 @@ from .textparts import distinct_parts, ranges, spread
 
 # Separators a cut may precede in the regex path (the numpy path considers every char pair).
 CANDIDATES = "\u2581 \n\t\r"
-ALPHABET = 2046  # chars; the bigram test's bool matrix holds their pairs (at most 4 MiB)
+ALPHABET = 2046  # chars; the bigram test's matrix holds their pairs (a byte each: at most 4 MiB)
+SEARCH = 2  # a matrix cell whose pairs are looked up in the sorted keys
 
 
 def char_tables(tb: np.ndarray, off: np.ndarray, findable: np.ndarray, results: np.ndarray):
@@ -189,13 +190,12 @@ class CutTable:
         cell *= w
         cell += sb
         found = np.take(self._matrix, cell)
-        if self._outside:  # pairs with a char in some bigram outside the alphabet (none with "no bigram")
-            none, out = w - 2, w - 1
-            q = np.flatnonzero(((sa == out) | (sb == out)) & (sa != none) & (sb != none))
+        if self._outside:  # pairs with a char in some bigram outside the alphabet: SEARCH in the matrix
+            q = np.flatnonzero(found == SEARCH)
             if len(q):
                 k = (a[q].astype(np.uint64) << np.uint64(21)) | b[q].astype(np.uint64)
                 found[q] = self._has_keys(k)
-        return found
+        return found.view(bool)  # (0 or 1 by now)
 
     def _has_keys(self, k: np.ndarray) -> np.ndarray:
         """Whether each packed bigram is in keys. bpe_batch.hash_filter of the keys, mixed (their
@@ -230,7 +230,10 @@ class CutTable:
     def _build_alphabet(self) -> None:
         """_slot: int16 per code point, the char's row (and column) in _matrix: its own for the
         alphabet's chars, then _width - 2 for a char in no bigram, _width - 1 for one in some
-        bigram but outside the alphabet (both rows all False); _matrix: bool, row * _width + column."""
+        bigram but outside the alphabet; _matrix: uint8, row * _width + column: 1 for a bigram of
+        two alphabet chars, SEARCH for a pair with an outside char and no char of no bigram (the
+        keys are searched for it: one cell test where five passes over the pairs had found them),
+        else 0."""
         left = (self.keys >> np.uint64(21)).astype(np.int64) & 0x1FFFFF
         right = (self.keys & np.uint64(0x1FFFFF)).astype(np.int64)
         both = np.sort(np.concatenate((left, right)))  # (sort-based: np.unique would import numpy.ma)
@@ -247,12 +250,14 @@ class CutTable:
         slot = np.full(top + 1, width - 2, np.int16)
         slot[present] = width - 1
         slot[chars] = np.arange(len(chars), dtype=np.int16)
-        matrix = np.zeros(width * width, bool)
+        matrix = np.zeros((width, width), np.uint8)
         sl, sr = slot[left].astype(np.int64), slot[right].astype(np.int64)
         inside = (sl < width - 2) & (sr < width - 2)
-        matrix[sl[inside] * width + sr[inside]] = True
-        self._slot, self._matrix, self._width = slot, matrix, width
+        matrix.ravel()[sl[inside] * width + sr[inside]] = 1
         self._outside = len(chars) < len(present)
+        if self._outside:  # a pair with an outside char and no "no bigram" char is searched
+            matrix[width - 1, :width - 2] = matrix[:width - 2, width - 1] = matrix[width - 1, width - 1] = SEARCH
+        self._slot, self._matrix, self._width = slot, matrix.ravel(), width
 
 
 KEY_MIX = np.uint64(0x9E3779B97F4A7C15)  # odd: a packed bigram times it is hashed for the filter
