@@ -328,6 +328,26 @@ def test_batch_merge_on_gpt2_matches_scalar_path():
     assert list(map(tuple, batch)) == [tuple(model._merge(model._symbols(p.encode("utf-8")))) for p in pieces]
 
 
+def test_many_multi_token_words_share_int_objects(monkeypatch):
+    """A batch of mostly multi-token words (random ideographs) holding at least as many ids as the
+    vocabulary has: their tuples hold the vocabulary's shared int objects (idlist.IdLists), and
+    equal the scalar path's; a smaller batch's ids are plain ints, as before."""
+    # (the words merged whole, as Llama 3's Japanese pieces are: not cut where no merge crosses)
+    monkeypatch.setattr(bpe.BPE, "_segmented", lambda self, texts, joined, n_chars=None: None)
+    tok = tokmap.load(_gpt2_export())
+    model = tok.model
+    rng = random.Random(9)
+    words = ["".join(chr(rng.randint(0x4E00, 0x9FFF)) for _ in range(rng.randint(2, 12))) for _ in range(9000)]
+    small = model._encode_many(words[:50])
+    assert model._lists is None or model._lists._objs is None
+    got = model._encode_many(words)
+    assert sum(map(len, got)) >= len(model.off) - 1 and model._lists._objs is not None
+    objs = model._lists._objs
+    assert all(i is objs[i] for ids in got[:500] for i in ids)
+    expect = [tuple(model._merge(model._symbols(w.encode("utf-8")))) for w in words]
+    assert list(map(tuple, got)) == expect and list(map(tuple, small)) == expect[:50]
+
+
 def test_encode_pieces_cache_states(monkeypatch):
     """encode_pieces gives each piece's scalar ids whatever the cache holds: empty, some of the
     pieces, all of them; with long pieces (remembered within their budget); and when the cache

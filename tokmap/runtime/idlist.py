@@ -21,6 +21,17 @@ class IdLists:
         self.eager = eager
         self._objs = None
 
+    def objects(self, ids: np.ndarray) -> np.ndarray:
+        """ids (integers in [0, size)) as an object array of the shared ints, when the table is
+        made or due (the rule of tolist), else ids as they are: a caller that cuts them into
+        many lists or tuples then copies references instead of making ints."""
+        objs = self._objs
+        if objs is None:
+            if len(ids) < self.size and not self.eager:
+                return ids
+            objs = self._objs = np.arange(self.size, dtype=np.int64).astype(object)
+        return np.take(objs, ids)
+
     def tolist(self, ids: np.ndarray) -> list[int]:
         """ids (integers in [0, size)) as a list of ints."""
         objs = self._objs
