@@ -24,7 +24,7 @@ INF = 1 << 62
 LONG_PIECE = 128  # symbols; above this the heap merge wins over rescanning the list
 BATCH_BYTES = 512  # misses in one call above this many chars go to the numpy batch merge (~0.7 ms fixed, ~10 us a word scalar) ...
 BATCH_BYTES_IMPORT = 1 << 14  # ... or above this many while numpy is not imported yet (~110 ms)
-BATCH_WORD = 256  # bytes; longer pieces are batch-merged one by one while rounds merge in bulk
+BATCH_WORD = 256  # bytes; longer pieces are chunked, or batch-merged one by one while rounds merge in bulk
 SLOW_ROUND = 32  # ... that is, while a round merges at least 1/32 of a long piece's symbols
 CHUNK_PIECE = 4096  # bytes; a piece this long, or shorter long ones this long together, merge as chunks
 FILTER_WORDS = 1 << 14  # words in one batch from which the hash filter (~1-3 ms to build) pays for itself
@@ -413,6 +413,7 @@ class BPE(VocabFile):
             self._merge_chunked_group(raw, ends, lengths, group, out)
 
     def _merge_chunked_group(self, raw, ends: list[int], lengths, group: list[int], out: list) -> None:
+        """_merge_chunked of one batch: the pieces k in group, their bytes laid back to back."""
         import numpy as np
 
         from .bpe_chunks import char_starts, merge_pieces

@@ -18,6 +18,9 @@ some pair shares no token, the two are merged again as one chunk; after RETRIES 
 (periodic text can keep chunks out of phase for long) None is returned and the caller merges the
 piece as before: the result is exact either way, only the speed differs.
 
+Several long pieces can share one batch (merge_pieces): their chunks lie back to back, a chunk
+never crosses a piece's end, and there two neighbours keep all of their ids, as two pieces do.
+
 Byte-level chunks start and end on UTF-8 character starts, so whole characters can be premerged
 (bpe_batch.premerge_chars) in a chunk as in any word. Character-level BPE (charbpe.py) chunks its
 symbols, one per char, the same way; there a token's length is counted in chars.
