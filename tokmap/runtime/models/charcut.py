@@ -27,7 +27,7 @@ import numpy as np
 from ... import mtok
 from ...errors import FormatError
 from ..idlist import IdLists
-from .bpe_batch import hash_filter, hash_slots
+from .bpe_batch import KEY_MIX, hash_filter, hash_slots  # (KEY_MIX: a packed bigram times it is hashed)
 from .textparts import distinct_parts, ranges, spread
 
 # Separators a cut may precede in the regex path (the numpy path considers every char pair).
@@ -258,9 +258,6 @@ class CutTable:
         if self._outside:  # a pair with an outside char and no "no bigram" char is searched
             matrix[width - 1, :width - 2] = matrix[:width - 2, width - 1] = matrix[width - 1, width - 1] = SEARCH
         self._slot, self._matrix, self._width = slot, matrix.ravel(), width
-
-
-KEY_MIX = np.uint64(0x9E3779B97F4A7C15)  # odd: a packed bigram times it is hashed for the filter
 
 
 def _stored(f, n_tok: int):
