@@ -8,8 +8,8 @@ For each model it converts the source where a library has its own format (tokmap
 .kit, tokie .tkz, all under bench/out/), times loads (median of several, in-process), then for each
 corpus times a cold encode (the best of up to 3 first calls, each on a freshly loaded object) and a
 warm one (further calls on the last of those objects), and checks each peer's ids against tokmap's.
-Everything runs single-threaded, and each model in a fresh child process (run_model_isolated), all
-libraries of that model in that process.
+Everything runs single-threaded, and each library on each model in a fresh child process
+(run_model_isolated), tokmap's first.
 Then the issue-4 parts: hostile input (bench/hostile.py), whole-process cold start (bench/cold_start.py),
 encode_batch with 2 workers (bench/batch.py); short strings run per model. `--targets-only` runs only what
 issue 4's targets name (bench/targets.py). Results go to BENCHMARKS.md (an "Issue-4 targets" section with
@@ -222,11 +222,14 @@ def measure_encode(adapter, path: Path, model, text: str, nbytes: int, tokmap_id
 # -- one model -------------------------------------------------------------------------------------
 
 def bench_model(model, td: Path, corpora: list[str], texts: dict[str, str], args, libs=None,
-                prepared: dict | None = None) -> dict:
+                prepared: dict | None = None, ref: dict | None = None, ref_out: dict | None = None) -> dict:
     """Loads, then per corpus cold/warm encodes (kitoken/tokie skipped on a corpus where a trial call takes
     longer than --peer-cap), then short strings. libs: the libraries to run (None: all for this format). prepared[(model, lib)] gets
-    the file each library loaded."""
-    _log(f"== {model.name} ({model.kind}: {model.relpath})")
+    the file each library loaded. ref: what a tokmap run of this model in another process chose and
+    gave (ref_out of that run): per corpus the characters encoded, the note and tokmap's ids, and
+    tokmap's ids of the short strings; the peers then encode the same text and are checked against
+    those ids. ref_out (a dict) is filled the same way from this run's tokmap."""
+    _log(f"== {model.name} ({model.kind}: {model.relpath})" + (f": {', '.join(sorted(libs))}" if libs else ""))
     res = {"name": model.name, "kind": model.kind, "source": model.relpath,
            "reference": REFERENCE[model.kind], "libs": [], "corpora": []}
     if model.no_trunc:
@@ -265,11 +268,14 @@ def bench_model(model, td: Path, corpora: list[str], texts: dict[str, str], args
     trials = {}  # peer name -> hostile.Worker for the peer cap
     for c in corpora:
         full = texts[c]
-        text, note = (choose_text(full, *tokmap_ready, model, args.max_seconds) if tokmap_ready else (full, None))
+        if ref is not None and c in ref:
+            text, note = full[:ref[c]["chars"]], ref[c]["note"]
+        else:
+            text, note = (choose_text(full, *tokmap_ready, model, args.max_seconds) if tokmap_ready else (full, None))
         nbytes = len(text.encode("utf-8"))
         _log(f"  -- {c}: {nbytes / MiB:.2f} MiB" + (f" [{note}]" if note else ""))
         entry = {"corpus": c, "bytes": nbytes, "bytes_total": len(full.encode("utf-8")), "note": note, "rows": []}
-        tokmap_ids = None
+        tokmap_ids = ref[c]["ids"] if ref is not None and c in ref else None
         for a, path in ready:
             skip = None
             if a.name in CAPPED_PEERS and args.peer_cap and len(text) > 2 * PROBE_CHARS:
@@ -280,6 +286,8 @@ def bench_model(model, td: Path, corpora: list[str], texts: dict[str, str], args
                 row = measure_encode(a, path, model, text, nbytes, tokmap_ids)
             if a.name == "tokmap":
                 tokmap_ids = row.pop("ids", None)
+                if ref_out is not None and tokmap_ids is not None:
+                    ref_out[c] = {"chars": len(text), "note": note, "ids": tokmap_ids}
             entry["rows"].append(row)
         del tokmap_ids
         gc.collect()
@@ -287,7 +295,7 @@ def bench_model(model, td: Path, corpora: list[str], texts: dict[str, str], args
     for w in trials.values():
         w.close()
     if "short" in args.parts:
-        res["short"] = bench_short(model, ready)
+        res["short"] = bench_short(model, ready, (ref or {}).get("short"), ref_out)
     return res
 
 
@@ -310,9 +318,10 @@ def peer_over_cap(adapter, path: Path, model, corpus_file: Path, text: str, cap:
             "reason": f"skipped, > {cap:.0f} s: a trial call in a worker process was stopped at the cap"}
 
 
-def bench_short(model, ready) -> dict:
-    """Short-string latency per library (tokmap first, so the peers' ids are compared with its)."""
-    out, tokmap_ids = {}, None
+def bench_short(model, ready, tokmap_ids=None, ref_out: dict | None = None) -> dict:
+    """Short-string latency per library (tokmap first, so the peers' ids are compared with its; or
+    with tokmap_ids, from a tokmap run in another process). ref_out["short"] gets tokmap's ids."""
+    out = {}
     for a, path in ready:
         try:
             obj = a.load(path, model)
@@ -325,6 +334,8 @@ def bench_short(model, ready) -> dict:
             continue
         if a.name == "tokmap":
             tokmap_ids = r.pop("ids")
+            if ref_out is not None:
+                ref_out["short"] = tokmap_ids
         else:
             r.pop("ids", None)
         out[a.name] = r
@@ -376,6 +387,7 @@ def parse_args(argv=None):
     p.add_argument("--batch-model", default="llama3")
     p.add_argument("-v", "--verbose", action="store_true")
     p.add_argument("--model-child", default=None, help=argparse.SUPPRESS)  # see run_model_isolated
+    p.add_argument("--lib-child", default=None, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.parts is None:
         args.parts = "corpora,short" if args.quick else ",".join(PARTS)
@@ -438,29 +450,67 @@ def _guarded(label: str, fn, *a, **kw):
     return out
 
 
-def run_model_isolated(model, argv: list[str], prepared: dict) -> dict:
-    """bench_model for one model in a child process (this script with --model-child), its result back
-    as JSON. Each model starts from a fresh interpreter so that its figures do not depend on the
-    models measured before it: after gemma3 (262K vocabulary) had run in the same process, glibc's
-    raised mmap threshold left every library slower on the next model (minilm warm en: tokmap 12.9 ->
-    7.9 MiB/s, kitoken 12.0 -> 8.5 MiB/s). The child inherits the CPU pin and the environment."""
-    cmd = [sys.executable, str(Path(__file__).resolve()), *argv, "--model-child", model.name]
-    p = subprocess.run(cmd, stdout=subprocess.PIPE, text=True)
-    if p.returncode != 0:
-        raise RuntimeError(f"the bench child for {model.name} exited with {p.returncode}")
-    out = json.loads(p.stdout.strip().splitlines()[-1])
-    for lib, path in out["prepared"].items():
-        prepared[(model.name, lib)] = Path(path)
-    return out["result"]
+def run_model_isolated(model, argv: list[str], prepared: dict, libs=None) -> dict:
+    """bench_model for one model, each of its libraries in a child process of its own (this script
+    with --model-child and --lib-child), tokmap first; the rows merged back into one result.
+
+    Each model starts from a fresh interpreter so that its figures do not depend on the models
+    measured before it: after gemma3 (262K vocabulary) had run in the same process, glibc's raised
+    mmap threshold left every library slower on the next model (minilm warm en: tokmap 12.9 -> 7.9
+    MiB/s, kitoken 12.0 -> 8.5 MiB/s). For the same reason each library runs alone: in a process
+    where tokenizers had encoded the earlier corpora, tokmap's cold calls (numpy arrays made and
+    dropped by the thousand) ran 15-30% slower on wagahai.txt and utf8seq.txt under Llama 3 (8.9
+    and 12.7 against 10.2-10.5 and 15.5-15.8 MiB/s, two runs each) while tokenizers' and kitoken's
+    own figures were the same alone as beside the others. The tokmap child writes what the others
+    need: the text it chose per corpus (a prefix when a call would run too long) and its ids, which
+    the peers are checked against. A child inherits the CPU pin and the environment."""
+    names = [a.name for a in adapters_for(model) if libs is None or a.name in libs]
+    ref_file = OUT / f".ref-{model.name}.pickle"
+    ref_file.unlink(missing_ok=True)
+    res = None
+    try:
+        for lib in names:
+            cmd = [sys.executable, str(Path(__file__).resolve()), *argv, "--model-child", model.name,
+                   "--lib-child", lib]
+            p = subprocess.run(cmd, stdout=subprocess.PIPE, text=True)
+            if p.returncode != 0:
+                raise RuntimeError(f"the bench child for {model.name} / {lib} exited with {p.returncode}")
+            out = json.loads(p.stdout.strip().splitlines()[-1])
+            for name, path in out["prepared"].items():
+                prepared[(model.name, name)] = Path(path)
+            res = out["result"] if res is None else _merge_lib(res, out["result"])
+    finally:
+        ref_file.unlink(missing_ok=True)
+    return res
+
+
+def _merge_lib(res: dict, more: dict) -> dict:
+    """One model's result with another library's (the same model and corpora, run apart) added."""
+    res["libs"] += more["libs"]
+    by_corpus = {e["corpus"]: e for e in res["corpora"]}
+    for e in more["corpora"]:
+        by_corpus[e["corpus"]]["rows"] += e["rows"]
+    if "short" in more:
+        res.setdefault("short", {}).update(more["short"])
+    return res
 
 
 def model_child_main(args, td: Path) -> int:
-    """The child side of run_model_isolated: one model's bench_model, printed as one JSON line."""
+    """The child side of run_model_isolated: one library's bench_model for one model, printed as one
+    JSON line (tokmap's child also writes the reference the others read)."""
+    import pickle
+
     model = MODELS_BY_NAME[args.model_child]
     corpora = args.model_corpora[model.name] if "corpora" in args.parts else []
     texts = {c: (td / "corpus" / f"{c}.txt").read_text(encoding="utf-8") for c in corpora}
+    ref_file = OUT / f".ref-{model.name}.pickle"
+    ref = pickle.loads(ref_file.read_bytes()) if args.lib_child != "tokmap" and ref_file.exists() else None
+    ref_out = {} if args.lib_child == "tokmap" else None
     prepared: dict = {}
-    res = bench_model(model, td, corpora, texts, args, libs=args.libs[model.name], prepared=prepared)
+    res = bench_model(model, td, corpora, texts, args, libs={args.lib_child}, prepared=prepared, ref=ref,
+                      ref_out=ref_out)
+    if ref_out is not None:
+        ref_file.write_bytes(pickle.dumps(ref_out, protocol=pickle.HIGHEST_PROTOCOL))
     print(json.dumps({"result": res, "prepared": {lib: str(path) for (_m, lib), path in prepared.items()}}))
     return 0
 
@@ -487,7 +537,7 @@ def main(argv=None) -> int:
     prepared: dict = {}
     path_for = path_for_factory(td, prepared)
     for model in args.model_list:
-        results["models"].append(run_model_isolated(model, argv, prepared))
+        results["models"].append(run_model_isolated(model, argv, prepared, args.libs[model.name]))
     _log(f"== issue-4 parts ({_now() - t_start:.0f} s so far)")
     results["file_size"] = _guarded("file size", file_sizes, path_for)
     if "hostile" in args.parts:
