@@ -200,8 +200,9 @@ def _model_section(m: dict) -> list[str]:
 def render_markdown(results: dict, chart_rel: str | None) -> str:
     cfg = results["config"]
     lines = ["# Benchmarks", "",
-             "tokmap next to the libraries people use for the same files, each model in its own Python process "
-             "(all its libraries in that process), "
+             "tokmap next to the libraries people use for the same files, "
+             + ("each library on each model in its own Python process, " if cfg.get("isolation") == "library"
+                else "each model in its own Python process (all its libraries in that process), ") +
              "single-threaded (`RAYON_NUM_THREADS=1`, `TOKENIZERS_PARALLELISM=false`, tiktoken through "
              "`encode_ordinary`, one whole document per call). Produced by `make bench` "
              "(`RAYON_NUM_THREADS=1 python bench/run.py`); what each number means is in "

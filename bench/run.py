@@ -532,7 +532,8 @@ def main(argv=None) -> int:
                "config": {"models": [m.name for m in args.model_list], "corpora": args.corpus_list,
                           "load_repeats": args.load_repeats, "max_measure_s": args.max_seconds,
                           "peer_cap_s": args.peer_cap, "parts": args.parts,
-                          "env": common.SINGLE_THREAD_ENV, "quick": args.quick, "targets_only": args.targets_only},
+                          "env": common.SINGLE_THREAD_ENV, "quick": args.quick, "targets_only": args.targets_only,
+                          "isolation": "library"},  # one process per model and library (run_model_isolated)
                "models": []}
     prepared: dict = {}
     path_for = path_for_factory(td, prepared)

@@ -68,6 +68,17 @@ def _ceiling_note(b: dict) -> str:
             f"{c['ratio']:.2f}× (rounds {rounds})")
 
 
+def judged(x: float, threshold: float, fmt=fmt_ratio) -> str:
+    """fmt(x), with more digits where fmt would print a value on one side of the threshold as the
+    threshold itself (1.7954 against 1.8: "1.795×", not "1.80× not met")."""
+    s = fmt(x)
+    if x == threshold or s != fmt(threshold):
+        return s
+    unit = "×" if s.endswith("×") else ""
+    digits = next((d for d in range(3, 12) if float(f"{x:.{d}f}") != threshold), 12)
+    return f"{x:.{digits}f}{unit}"
+
+
 def _verdict(ok: bool | None) -> str:
     return "—" if ok is None else ("met" if ok else "**not met**")
 
@@ -131,7 +142,7 @@ def throughput_cells(results: dict, t: Throughput) -> list[dict]:
                     cell["na"] = True
                     continue
                 r = tm[f"{mode}_mibs"] / pr[f"{mode}_mibs"]
-                cell.update(ratio=r, ok=r >= t.minimum, text=f"{fmt_ratio(r)} {_verdict(r >= t.minimum)}",
+                cell.update(ratio=r, ok=r >= t.minimum, text=f"{judged(r, t.minimum)} {_verdict(r >= t.minimum)}",
                             tokmap_s=tm[f"{mode}_s"], tokmap_warm_s=tm["warm_s"], peer_s=pr[f"{mode}_s"])
     return cells
 
@@ -295,12 +306,12 @@ def _hostile_table(results: dict) -> list[str]:
              "| --- | --- | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | --- |"]
     for r in rows:
         sc = r["scaling"]
-        sc_txt = f"{sc:.1f} {_verdict(sc <= HOSTILE_SCALING_MAX)}" if sc else "—"
+        sc_txt = f"{judged(sc, HOSTILE_SCALING_MAX, lambda v: f'{v:.1f}')} {_verdict(sc <= HOSTILE_SCALING_MAX)}" if sc else "—"
         rsc = f"{r['ref_scaling']:.1f}" if r["ref_scaling"] else "—"
         vs = []
         for key in ("vs_ref_small", "vs_ref_big"):
             v = r[key]
-            vs.append(f"{fmt_ratio(v)} {_verdict(v <= 1.0)}" if v else "—")
+            vs.append(f"{judged(v, 1.0)} {_verdict(v <= 1.0)}" if v else "—")
         eq = {True: "yes", False: "**no**", None: "—"}[r["ids_equal"]]
         lines.append(f"| {r['model']} | {CASE_LABEL.get(r['case'], r['case'])} | "
                      f"{_hostile_cell(r['tm'], r['small'])} | {_hostile_cell(r['tm'], r['big'])} | {sc_txt} | "
@@ -380,7 +391,7 @@ def summary_rows(results: dict) -> list[tuple[str, str, str, str]]:
         worst = max(vs, key=lambda r: r["vs_ref"], default=None)
         fig = f"{sum(1 for r in vs if r['vs_ref'] <= 1)} of {len(vs)} inputs"
         if worst:
-            fig += f"; slowest {fmt_ratio(worst['vs_ref'])} of {worst['ref']} ({worst['model']}, {worst['case']})"
+            fig += f"; slowest {judged(worst['vs_ref'], 1.0)} of {worst['ref']} ({worst['model']}, {worst['case']})"
         rows.append(("Hostile input: never slower than the reference (tokenizers; tiktoken for .tiktoken)",
                      "tokmap/ref ≤ 1× at both sizes", fig, _verdict(all(r["vs_ref"] <= 1 for r in vs)) if vs else "—"))
         eq = [r for r in hr if r["ids_equal"] is not None]
@@ -406,7 +417,8 @@ def summary_rows(results: dict) -> list[tuple[str, str, str, str]]:
             r = cold_start.wall_ratio(cs, g, "tokie")
             tm = next((x for x in cs["rows"] if x["group"] == g and x["label"].startswith("tokmap")), None)
             tk = next((x for x in cs["rows"] if x["group"] == g and x["label"].startswith("tokie")), None)
-            fig = (f"{fmt_ratio(r)} ({tm['median_ms']:.0f} ms vs {tk['median_ms']:.0f} ms)" if r else "not measured")
+            fig = (f"{judged(r, COLD_START_MAX)} ({tm['median_ms']:.0f} ms vs {tk['median_ms']:.0f} ms)" if r
+                   else "not measured")
             rows.append((f"Cold start of a whole process, {g}: tokmap ÷ tokie wall time",
                          f"≤ {COLD_START_MAX:g}×", fig, _verdict(r <= COLD_START_MAX) if r else "—"))
         else:
@@ -417,7 +429,8 @@ def summary_rows(results: dict) -> list[tuple[str, str, str, str]]:
         ident = {True: "identical", False: "**results differ**", None: "identity not reported"}[b.get("identical")]
         rows.append((f"`encode_batch`, {b['workers']} worker processes vs 1 ({b['documents']} documents, "
                      f"{b['bytes'] / (1 << 20):.1f} MiB)", f"≥ {BATCH_MIN:g}×",
-                     f"{b['speedup']:.2f}× ({b['single_mibs']:.2f} → {b['parallel_mibs']:.2f} MiB/s)"
+                     f"{judged(b['speedup'], BATCH_MIN, lambda v: f'{v:.2f}×')} ({b['single_mibs']:.2f} → "
+                     f"{b['parallel_mibs']:.2f} MiB/s)"
                      + (f"; median of {len(b['ratio_runs'])} runs, rounds "
                         + " / ".join(f"{x:.2f}" for x in b["round_medians"]) if b.get("round_medians") else "")
                      + f"; {ident}" + _ceiling_note(b),
@@ -430,7 +443,7 @@ def summary_rows(results: dict) -> list[tuple[str, str, str, str]]:
     a, k = fs.get("mtok"), fs.get("tkz")
     if a and k:
         rows.append((f"File size: {FILE_SIZE_MODEL}.mtok vs tokie's {FILE_SIZE_MODEL}.tkz", "≤ 1×",
-                     f"{a / (1 << 20):.2f} MiB vs {k / (1 << 20):.2f} MiB = {fmt_ratio(a / k)}", _verdict(a <= k)))
+                     f"{a / (1 << 20):.2f} MiB vs {k / (1 << 20):.2f} MiB = {judged(a / k, 1.0)}", _verdict(a <= k)))
     else:
         rows.append((f"File size: {FILE_SIZE_MODEL}.mtok vs .tkz", "≤ 1×",
                      fs.get("reason", "not measured in this run"), "—"))
