@@ -460,8 +460,8 @@ def run_model_isolated(model, argv: list[str], prepared: dict, libs=None) -> dic
     MiB/s, kitoken 12.0 -> 8.5 MiB/s). For the same reason each library runs alone: in a process
     where tokenizers had encoded the earlier corpora, tokmap's cold calls (numpy arrays made and
     dropped by the thousand) ran 15-30% slower on wagahai.txt and utf8seq.txt under Llama 3 (8.9
-    and 12.7 against 10.2-10.5 and 15.5-15.8 MiB/s, two runs each) while tokenizers' and kitoken's
-    own figures were the same alone as beside the others. The tokmap child writes what the others
+    and 12.7 against 10.2-10.5 and 15.5-15.8 MiB/s, two runs each); in the same experiment tokenizers'
+    and kitoken's figures alone were within the spread of theirs beside the others. The tokmap child writes what the others
     need: the text it chose per corpus (a prefix when a call would run too long) and its ids, which
     the peers are checked against. A child inherits the CPU pin and the environment."""
     names = [a.name for a in adapters_for(model) if libs is None or a.name in libs]
