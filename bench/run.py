@@ -450,6 +450,11 @@ def _guarded(label: str, fn, *a, **kw):
     return out
 
 
+def _ref_file(model_name: str) -> Path:
+    """Where a model's tokmap child leaves its chosen texts and ids for the peers' children."""
+    return OUT / f".ref-{model_name}.pickle"
+
+
 def run_model_isolated(model, argv: list[str], prepared: dict, libs=None) -> dict:
     """bench_model for one model, each of its libraries in a child process of its own (this script
     with --model-child and --lib-child), tokmap first; the rows merged back into one result.
@@ -465,7 +470,7 @@ def run_model_isolated(model, argv: list[str], prepared: dict, libs=None) -> dic
     need: the text it chose per corpus (a prefix when a call would run too long) and its ids, which
     the peers are checked against. A child inherits the CPU pin and the environment."""
     names = [a.name for a in adapters_for(model) if libs is None or a.name in libs]
-    ref_file = OUT / f".ref-{model.name}.pickle"
+    ref_file = _ref_file(model.name)
     ref_file.unlink(missing_ok=True)
     res = None
     try:
@@ -503,7 +508,7 @@ def model_child_main(args, td: Path) -> int:
     model = MODELS_BY_NAME[args.model_child]
     corpora = args.model_corpora[model.name] if "corpora" in args.parts else []
     texts = {c: (td / "corpus" / f"{c}.txt").read_text(encoding="utf-8") for c in corpora}
-    ref_file = OUT / f".ref-{model.name}.pickle"
+    ref_file = _ref_file(model.name)
     ref = pickle.loads(ref_file.read_bytes()) if args.lib_child != "tokmap" and ref_file.exists() else None
     ref_out = {} if args.lib_child == "tokmap" else None
     prepared: dict = {}
