@@ -172,6 +172,36 @@ def test_overlapping_occurrences_across_a_dead_slot(monkeypatch, policy):
     assert run_batch(merger_for(table), words) == [reference_bpe(w, table) for w in words]
 
 
+# (ONE_LEN, ONE_SHARE, ONE_IDLE): one merge a word a round from the second round on, compacted as
+# by default, at every round, never; the defaults.
+ONE_POLICIES = [(0, 10**9, 2), (0, 10**9, 1), (0, 10**9, 10**9),
+                (bpe_batch.ONE_LEN, bpe_batch.ONE_SHARE, bpe_batch.ONE_IDLE)]
+
+
+@pytest.mark.parametrize("policy", ONE_POLICIES, ids=["one", "one-compact", "one-never", "default"])
+@pytest.mark.parametrize("seed", range(6))
+def test_one_merge_rounds_merge_alike(monkeypatch, policy, seed):
+    """_rounds_one (one merge a word a round, found by a minimum over packed code and slot)
+    merges like the sequential BPE: its lowest pair, leftmost of equal ones, where a word holds
+    the same pair several times (runs), non-monotone merges, and with the scalar finish; and, where forced,
+    it did run (narrow codes) or did not (wide: no room for the slot)."""
+    for name, value in zip(("ONE_LEN", "ONE_SHARE", "ONE_IDLE"), policy):
+        monkeypatch.setattr(bpe_batch, name, value)
+    ran = []
+    real = BatchMerger._rounds_one
+    monkeypatch.setattr(BatchMerger, "_rounds_one", lambda self, *a: ran.append(1) or real(self, *a))
+    rng = random.Random(500 + seed)
+    table = random_table(rng, 4, rng.choice([40, 300]), shared_ranks=True)
+    if seed % 3:
+        table, base = ranked_by_result(table, rng, 4)
+    else:
+        base = list(range(4))
+    merger = merger_for(table)
+    check_merges(merger, table, random_words(rng, base))
+    if policy[0] == 0:
+        assert bool(ran) == (not merger.wide)
+
+
 def test_dead_runs_are_compacted_before_they_grow_long(monkeypatch):
     """A run ("a" * 255) merged in lazy rounds, among many words that keep the round's merges
     below EAGER_SHARE: its runs of dead slots double each round, and a neighbour lookup that
