@@ -384,3 +384,48 @@ def test_fast_paths(norm):
     out, al = norm.normalize(long, "NFC", want_alignments=True)
     assert out == "é" * 40001
     assert al == [(i, i + 1) for i in range(40001)]
+
+
+# Astral chars where each form has work (decompositions, marks, CJK compatibility ideographs),
+# among astral and BMP chars that have none.
+_ASTRAL_POOL = ([chr(c) for c in range(0x1D150, 0x1D1C4)] + [chr(c) for c in range(0x2F800, 0x2F810)]
+                + [chr(c) for c in (0x101FD, 0x10A0D, 0x11100, 0x1F600, 0x20000, 0x10FFFD)]
+                + list("ae\u0301\u0308\u4e00 "))
+
+
+@pytest.mark.parametrize("form", FORMS)
+def test_long_astral_runs_classified_in_bulk(norm, form, monkeypatch):
+    """A scan run of ASTRAL_NP_MIN chars or more that holds astral chars is split into the exact
+    class's runs by numpy over the class's ranges instead of the exact regex: the same runs (and
+    so the same output and alignments, against HF), and it did take that path."""
+    import tokmap.runtime.normalize_unicode as nu
+
+    rng = random.Random(77 + FORMS.index(form))
+    texts = ["".join(rng.choice(_ASTRAL_POOL) for _ in range(rng.randrange(1, 3000))) for _ in range(40)]
+    texts.append(_corpus("utf8seq"))
+    scan, exact = norm._pattern(form)
+    assert norm._exact_ranges(exact) is not None  # the stored pattern is pattern_texts()'s
+    bulk = []
+    real = nu._class_runs
+    monkeypatch.setattr(nu, "_class_runs", lambda *a: bulk.append(1) or real(*a))
+    for t in texts:
+        monkeypatch.setattr(nu, "ASTRAL_NP_MIN", 10**9)
+        by_regex = list(norm._runs(t, 0, scan, exact))
+        monkeypatch.setattr(nu, "ASTRAL_NP_MIN", 0)
+        assert list(norm._runs(t, 0, scan, exact)) == by_regex
+    assert len(bulk) >= 40
+    monkeypatch.setattr(nu, "ASTRAL_NP_MIN", 1024)
+    for t in texts[:8]:
+        assert norm.normalize(t, form, want_alignments=True) == (hf_text(t, form), hf_offsets([t], form)[0])
+
+
+def test_class_ranges_parse_only_pattern_texts():
+    """_parse_class reads pattern_texts()'s ranges and refuses any other text (a file's stored
+    pattern that is not of that form is then run by the regex alone)."""
+    from tokmap.runtime.normalize_unicode import _parse_class
+
+    lo, hi = _parse_class("[\\U00000300-\\U0000036f\\U00010000\\U0001d15e-\\U0001d164]+")
+    assert lo.tolist() == [0x300, 0x10000, 0x1D15E] and hi.tolist() == [0x36F, 0x10000, 0x1D164]
+    for bad in ("[\\U00000300-\\U0000036f]", "[a-z]+", "[\\U00000300-\\U0000036fx]+", "[]+",
+                "[\\U00000400-\\U00000300]+", "[\\U00000300-\\U00000400\\U00000350]+"):
+        assert _parse_class(bad) is None, bad
