@@ -496,7 +496,7 @@ class BatchMerger:
             if len(p):
                 code[p] = self.codes(sym[p], sym[q], screen)
             if not min_yield and not self.wide and len(sel) * ONE_SHARE <= (ONE_SHARE + 1) * len(wmin) \
-                    and len(st.sym) >= ONE_LEN * len(wmin):
+                    and ONE_LEN * len(wmin) <= len(st.sym) < 1 << 32:  # (a slot index takes 32 bits)
                 return self._rounds_one(st, finish, done, screen)
 
     def _rounds_one(self, st: "_Slots", finish, done: list, screen: bool) -> None:
