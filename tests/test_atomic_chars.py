@@ -1,4 +1,4 @@
-"""Atomic characters (exporter/atomic_chars.py, runtime/models/bpe_batch.premerge_chars): starting a
+"""Atomic characters (exporter/atomic_chars.py, runtime/models/premerge.premerge_chars): starting a
 word's merge from a character's token instead of its bytes must never change an id.
 
 Random byte-level vocabularies over a few ASCII and multi-byte characters (2, 3 and 4 bytes), with
@@ -19,7 +19,7 @@ import pytest
 import tokmap
 from tokmap import bytelevel, mtok
 from tokmap.exporter.atomic_chars import _solo_states
-from tokmap.runtime.models.bpe_batch import premerge_chars
+from tokmap.runtime.models.premerge import premerge_chars
 from tokmap.runtime.reader import MtokFile
 
 CHARS = ["a", "b", " ", "é", "ß", "日", "本", "語", "の", "😀"]
@@ -190,7 +190,7 @@ def _premerge_by_hand(words, table):
 def test_premerge_equals_its_definition(seed):
     """premerge_chars, with and without the BMP index, on random words of 1- to 4-byte chars and
     random tables with random flags."""
-    from tokmap.runtime.models.bpe_batch import bmp_index
+    from tokmap.runtime.models.premerge import bmp_index
 
     r = random.Random(seed)
     alphabet = ["a", "Z", " ", "\u00e9", "\u00df", "\u65e5", "\u672c", "\uac00", "\U0001F600", "\U00020000"]

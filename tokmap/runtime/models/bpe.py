@@ -71,7 +71,7 @@ class BPE(VocabFile):
         self._piece_hash = None  # (piece_hash table, token bytes, offsets) as numpy, once batching starts
         self._unreached_h = None  # piece hashes of the unreached tokens, with _whole
         self._atomic = None  # the atomic_chars section as numpy, once batching starts ...
-        self._atomic_bmp = None  # ... and its BMP entries by code point (bpe_batch.bmp_index)
+        self._atomic_bmp = None  # ... and its BMP entries by code point (premerge.bmp_index)
         self._present = None  # bpe_batch.hash_filter of the piece_hash table, once a batch is large
         self._tok_len = None  # byte length of every token (numpy), for bpe_chunks.glue ...
         self._longest = None  # ... and the longest
@@ -510,11 +510,11 @@ class BPE(VocabFile):
                               offset=f.sections[mtok.SECTION_PIECE_HASH][1]) from None
 
     def _premerge(self, sym, raw, lengths):
-        """bpe_batch.premerge_chars, with its BMP index built once a batch holds enough multi-byte
+        """premerge.premerge_chars, with its BMP index built once a batch holds enough multi-byte
         chars to pay for it (~4 ms; a binary search each otherwise: en.txt has one, its BOM)."""
         import numpy as np
 
-        from .bpe_batch import bmp_index, premerge_chars
+        from .premerge import bmp_index, premerge_chars
 
         bmp = self._atomic_bmp
         if bmp is None and np.count_nonzero(raw >= 0xC0) >= BMP_INDEX_CHARS:

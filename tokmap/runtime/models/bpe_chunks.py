@@ -22,7 +22,7 @@ Several long pieces can share one batch (merge_pieces): their chunks lie back to
 never crosses a piece's end, and there two neighbours keep all of their ids, as two pieces do.
 
 Byte-level chunks start and end on UTF-8 character starts, so whole characters can be premerged
-(bpe_batch.premerge_chars) in a chunk as in any word. Character-level BPE (charbpe.py) chunks its
+(premerge.premerge_chars) in a chunk as in any word. Character-level BPE (charbpe.py) chunks its
 symbols, one per char, the same way; there a token's length is counted in chars.
 """
 
