@@ -415,17 +415,48 @@ def test_long_astral_runs_classified_in_bulk(norm, form, monkeypatch):
         assert list(norm._runs(t, 0, scan, exact)) == by_regex
     assert len(bulk) >= 40
     monkeypatch.setattr(nu, "ASTRAL_NP_MIN", 1024)
+    monkeypatch.setattr(nu, "NP_RUNS_MIN", 10**9)
+    monkeypatch.setattr(nu, "NP_RUNS_MIN_IMPORT", 10**9)
     for t in texts[:8]:
         assert norm.normalize(t, form, want_alignments=True) == (hf_text(t, form), hf_offsets([t], form)[0])
 
 
 def test_class_ranges_parse_only_pattern_texts():
-    """_parse_class reads pattern_texts()'s ranges and refuses any other text (a file's stored
-    pattern that is not of that form is then run by the regex alone)."""
+    """_parse_class reads pattern_texts()'s ranges (and makes the BMP's membership table) and
+    refuses any other text (a file's stored pattern that is not of that form is then run by the
+    regex alone)."""
     from tokmap.runtime.normalize_unicode import _parse_class
 
-    lo, hi = _parse_class("[\\U00000300-\\U0000036f\\U00010000\\U0001d15e-\\U0001d164]+")
-    assert lo.tolist() == [0x300, 0x10000, 0x1D15E] and hi.tolist() == [0x36F, 0x10000, 0x1D164]
+    lo, hi, bmp = _parse_class("[\\U00000300-\\U0000036f\\U00000370\\U00010000\\U0001d15e-\\U0001d164]+")
+    assert lo.tolist() == [0x300, 0x370, 0x10000, 0x1D15E] and hi.tolist() == [0x36F, 0x370, 0x10000, 0x1D164]
+    assert bmp.nonzero()[0].tolist() == list(range(0x300, 0x371))  # the BMP table: adjacent ranges too
     for bad in ("[\\U00000300-\\U0000036f]", "[a-z]+", "[\\U00000300-\\U0000036fx]+", "[]+",
                 "[\\U00000400-\\U00000300]+", "[\\U00000300-\\U00000400\\U00000350]+"):
         assert _parse_class(bad) is None, bad
+
+
+@pytest.mark.parametrize("form", FORMS)
+def test_long_texts_classified_whole(norm, form, monkeypatch):
+    """From NP_RUNS_MIN chars on, normalize() finds the runs of interesting chars with numpy over
+    the whole text (_class_runs) instead of the scan regex: the same runs on every corpus, every
+    code point in one string and random strings, and the same normalize() result either way
+    (test_corpus checks it against HF)."""
+    import tokmap.runtime.normalize_unicode as nu
+
+    scan, exact = norm._pattern(form)
+    ranges = norm._exact_ranges(exact)
+    rng = random.Random(91 + FORMS.index(form))
+    pool = _ASTRAL_POOL + list("\u00e9\u0915\u094d\u0937\uac00\u1100\u1161\u11a8\u3099\u304b\u212b\uf900")
+    texts = [_corpus(c) for c in CORPORA] + [ALL_CPS]
+    texts += ["".join(rng.choice(pool) for _ in range(rng.randrange(1, 2000))) for _ in range(60)]
+    monkeypatch.setattr(nu, "ASTRAL_NP_MIN", 10**9)  # the runs below: by the regexes alone
+    for t in texts:
+        by_regex = list(norm._runs(t, 0, scan, exact))
+        assert list(nu._class_runs(t, 0, len(t), *ranges)) == by_regex
+    for t in texts[-20:] + [_corpus("code")]:
+        monkeypatch.setattr(nu, "NP_RUNS_MIN", 10**9)
+        monkeypatch.setattr(nu, "NP_RUNS_MIN_IMPORT", 10**9)
+        by_regex = norm.normalize(t, form, want_alignments=True)
+        monkeypatch.setattr(nu, "NP_RUNS_MIN", 0)
+        monkeypatch.setattr(nu, "NP_RUNS_MIN_IMPORT", 0)
+        assert norm.normalize(t, form, want_alignments=True) == by_regex

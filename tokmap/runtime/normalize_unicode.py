@@ -367,7 +367,8 @@ class UnicodeNormalizer:
         """Spans of maximal runs of interesting chars from `start` on. A scan run with astral
         chars is rescanned with the exact class; a long one by numpy over the class's ranges
         (`re` tests an astral char against each astral range in turn: utf8seq.txt's run of 177K
-        astral chars took 15.7 ms against 85 ranges, the numpy pass ~2 ms)."""
+        astral chars took 15.7 ms against 85 ranges, the numpy pass ~2 ms). A long text skips the
+        scan: normalize() classifies it whole with numpy (_class_runs), as the runs are the same."""
         for m in scan.finditer(text, start):
             s, e = m.span()
             if _ASTRAL.search(text, s, e) is None:
@@ -379,8 +380,9 @@ class UnicodeNormalizer:
                     yield m2.span()
 
     def _exact_ranges(self, exact):
-        """The exact pattern's code point ranges as numpy arrays (lo, hi), once per pattern; None
-        when its text is not pattern_texts()'s "[" ranges "]+" (then only the regex serves)."""
+        """The exact pattern's code point ranges as numpy arrays (lo, hi) and a table of the BMP
+        (1 where a code point is in the class), once per pattern; None when its text is not
+        pattern_texts()'s "[" ranges "]+" (then only the regex serves)."""
         got = self._ranges.get(exact.pattern, False)
         if got is False:
             got = self._ranges[exact.pattern] = _parse_class(exact.pattern)
@@ -464,15 +466,20 @@ class UnicodeNormalizer:
                 return text, _identity(0, 1) if want_alignments else None
             return out, [(d, d + 1) if d >= 0 else (0, 0) for d in rel] if want_alignments else None
         scan, exact = self._patterns.get(form) or self._pattern(form)
-        first = scan.search(text)
-        if first is None:
+        if len(text) >= (NP_RUNS_MIN if "numpy" in sys.modules else NP_RUNS_MIN_IMPORT) \
+                and (ranges := self._exact_ranges(exact)) is not None:
+            runs = list(_class_runs(text, 0, len(text), *ranges))
+        else:
+            first = scan.search(text)
+            runs = () if first is None else self._runs(text, first.start(), scan, exact)
+        if not runs:
             return text, _identity(0, len(text)) if want_alignments else None
         compat, compose = mode
         cache = self._seg_cache[form]
         pieces = []
         aligns = [] if want_alignments else None
         last = 0
-        for s, e in self._runs(text, first.start(), scan, exact):
+        for s, e in runs:
             if compose and s:
                 s -= 1  # the inert char before the run may take its marks
             seg = text[s:e]
@@ -508,6 +515,10 @@ class UnicodeNormalizer:
 
 _ASTRAL = re.compile("[\U00010000-\U0010ffff]")
 ASTRAL_NP_MIN = 1024  # chars of a scan run with astral chars from which numpy classifies them
+# chars of a text from which normalize() finds its runs with numpy instead of the scan regex (~7 ns a
+# char, ~1 with numpy: en.txt 1.84 -> 0.12 ms, code.txt 6.6 -> 0.8, multi.txt 59 -> 22) ...
+NP_RUNS_MIN = 4096
+NP_RUNS_MIN_IMPORT = 1 << 16  # ... or from this many while numpy is not imported yet (~110 ms)
 _RANGE = re.compile(r"\\U([0-9a-f]{8})(?:-\\U([0-9a-f]{8}))?")
 
 
@@ -529,20 +540,36 @@ def _parse_class(pattern):
         return None
     import numpy as np
 
-    return np.array(lo, dtype=np.uint32), np.array(hi, dtype=np.uint32)
+    lo, hi = np.array(lo, dtype=np.uint32), np.array(hi, dtype=np.uint32)
+    edge = np.zeros(0x10001, dtype=np.int32)  # +1 where a BMP range starts, -1 after it ends
+    bmp = np.flatnonzero(lo < 0x10000)
+    np.add.at(edge, lo[bmp], 1)
+    np.add.at(edge, np.minimum(hi[bmp], 0xFFFF) + 1, -1)
+    return lo, hi, (np.cumsum(edge[:0x10000]) > 0).astype(np.uint8)
 
 
-def _class_runs(text, s, e, lo, hi):
-    """Spans of maximal runs within text[s:e] of chars in the ranges [lo[k], hi[k]]."""
+def _class_runs(text, s, e, lo, hi, bmp):
+    """Spans of maximal runs within text[s:e] of chars in the ranges [lo[k], hi[k]] (bmp: the
+    BMP's membership table): only the chars from lo[0] up are looked at, a BMP one in the table,
+    an astral one by a binary search."""
     import numpy as np
 
     cps = np.frombuffer(text[s:e].encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
-    k = np.searchsorted(lo, cps, side="right")  # (k - 1: the range starting at or below the char)
-    inside = np.zeros(len(cps) + 2, dtype=np.int8)
-    inside[1:-1] = (k > 0) & (cps <= hi[np.maximum(k - 1, 0)])
-    edges = np.flatnonzero(np.diff(inside)).tolist()
-    for a, b in zip(edges[0::2], edges[1::2]):
-        yield s + a, s + b
+    cand = np.flatnonzero(cps >= lo[0])
+    c = cps.take(cand)
+    inside = bmp.take(np.minimum(c, 0xFFFF)).view(bool)
+    astral = np.flatnonzero(c > 0xFFFF)
+    if len(astral):
+        a = c.take(astral)
+        k = np.searchsorted(lo, a, side="right")  # (>= 1: a >= lo[0]; k - 1 is the range at or below a)
+        inside[astral] = a <= hi.take(k - 1)
+    pos = cand[inside]
+    if not len(pos):
+        return
+    brk = np.flatnonzero(pos[1:] != pos[:-1] + 1)  # a run ends where the next char is not next to it
+    starts = np.concatenate((pos[:1], pos.take(brk + 1))) + s
+    ends = np.concatenate((pos.take(brk), pos[-1:])) + (s + 1)
+    yield from zip(starts.tolist(), ends.tolist())
 
 
 def _ccc_key(item):
