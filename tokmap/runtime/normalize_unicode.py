@@ -22,7 +22,8 @@ origin -- that is what HF reports, and tokmap must match it.
 Speed: most text never needs work.  ASCII returns at once; otherwise a regex
 over the form's "interesting" chars (non-zero ccc, decomposable, or for the
 composing forms chars that can compose with a predecessor or are not
-NFC-stable) finds the runs that need processing.  Every other char is
+NFC-stable) finds the runs that need processing (in a long text, numpy over
+the same class: _class_runs).  Every other char is
 inert: it is its own normalization, and no reordering or composition can
 cross it, so runs are processed independently (the composing forms also take
 the inert char just before a run, which marks may compose with), and the

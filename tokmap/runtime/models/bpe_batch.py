@@ -511,10 +511,10 @@ class BatchMerger:
         (Japanese pieces). The slot indices are rewritten after each compaction. It takes over
         from _rounds once a round merged about one pair a word (a word's repeated pairs, "aaaa",
         runs of spaces, still merge together there) in words of ONE_LEN slots or more.
-        Replaying the merges of a cold call (min of 9, alternated with _rounds alone): wagahai.txt
-        under Llama 3 57.9 -> 51.1 ms, GPT-4o 42.5 -> 37.7, Qwen3 59.3 -> 51.9; utf8seq.txt
-        15.6 -> 15.4 and 22.0 -> 20.1 (Llama 3, Qwen3). More rounds (Llama 3 wagahai: 45 -> 66),
-        each a quarter of the passes over the slots."""
+        Replaying the merges of a cold call (min of 9, alternated with _rounds alone; ONE_SHARE 8
+        then, 4 took another 2-4% off wagahai): wagahai.txt under Llama 3 57.9 -> 51.1 ms, GPT-4o
+        42.5 -> 37.7, Qwen3 59.3 -> 51.9; utf8seq.txt 15.6 -> 15.4 and 22.0 -> 20.1 (Llama 3,
+        Qwen3). More rounds (Llama 3 wagahai: 45 -> 66), each a quarter of the passes over the slots."""
         nopair, bound = self.nopair, self.bound
         code = st.code.astype(np.int64)
         code <<= 32
