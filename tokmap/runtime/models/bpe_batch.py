@@ -439,21 +439,10 @@ class BatchMerger:
         the arrays' allocations around moved it between 54 and 63 ms): not pinned down."""
         nopair, bound = self.nopair, self.bound
         while True:
-            wmin = np.minimum.reduceat(st.code, st.starts)
-            finished = wmin >= nopair
-            n_finished = int(np.count_nonzero(finished))
-            if n_finished == len(wmin):
-                done.append(st.all_words())
+            if (got := st.begin_round(nopair, IDLE_SHARE, done)) is None:
                 return
-            idle = st.n_dead + (int(st.lens[finished].sum()) if n_finished else 0)
-            # Compacted when enough slots are dead or done, or a neighbour lookup had a long run of
-            # dead slots to step over (lazy rounds over a run: its dead runs double each round).
-            if idle * IDLE_SHARE >= len(st.sym) or st.longest_skip > SKIP_MOST:
-                gone = st.compact(finished if n_finished else None)
-                if gone is not None:
-                    done.append(gone)
-                    wmin = wmin[~finished]
-            elif n_finished:
+            wmin, finished, n_finished, compacted = got
+            if n_finished and not compacted:
                 wmin[finished] = -1  # matches no pair: finished words ride along untouched
             if finish is not None and not min_yield and len(wmin) <= FINISH_WORDS:
                 st.compact(None)
@@ -521,17 +510,10 @@ class BatchMerger:
         code |= np.arange(len(code), dtype=np.int64)
         st.code, st.bound = code, bound << 32  # (kill() writes st.bound: never a word's minimum)
         while True:
-            wmin = np.minimum.reduceat(st.code, st.starts)
-            finished = wmin >= nopair << 32
-            n_finished = int(np.count_nonzero(finished))
-            if n_finished == len(wmin):
-                done.append(st.all_words())
+            if (got := st.begin_round(nopair << 32, ONE_IDLE, done)) is None:
                 return
-            idle = st.n_dead + (int(st.lens[finished].sum()) if n_finished else 0)
-            if idle * ONE_IDLE >= len(st.sym) or st.longest_skip > SKIP_MOST:
-                gone = st.compact(finished if n_finished else None)
-                if gone is not None:
-                    done.append(gone)
+            wmin, finished, n_finished, compacted = got
+            if compacted:
                 code = st.code
                 code &= -1 << 32  # (the slots moved: their indices anew)
                 code |= np.arange(len(code), dtype=np.int64)
@@ -617,6 +599,29 @@ class _Slots:
         self.alive = None  # made on the first kill
         self.n_dead = 0
         self.longest_skip = 0  # the most dead slots a neighbour lookup stepped over since then
+
+    def begin_round(self, nopair: int, share, done: list):
+        """(each word's lowest code, whether it is finished (that code is nopair or above: no merge
+        left), how many are, whether the slots were compacted) for a round; None when every word
+        is finished (all appended to done). The slots are compacted first, dropping the dead ones
+        and the finished words (appended to done; the rest returned), when 1/share of them are
+        dead or in finished words, or a neighbour lookup had a long run of dead slots to step over
+        (lazy rounds over a run: its dead runs double each round)."""
+        wmin = np.minimum.reduceat(self.code, self.starts)
+        finished = wmin >= nopair
+        n_finished = int(np.count_nonzero(finished))
+        if n_finished == len(wmin):
+            done.append(self.all_words())
+            return None
+        idle = self.n_dead + (int(self.lens[finished].sum()) if n_finished else 0)
+        if idle * share < len(self.sym) and self.longest_skip <= SKIP_MOST:
+            return wmin, finished, n_finished, False
+        gone = self.compact(finished if n_finished else None)
+        if gone is None:
+            return wmin, finished, n_finished, True
+        done.append(gone)
+        live = ~finished
+        return wmin[live], finished[live], 0, True
 
     def cut(self, sel: np.ndarray) -> np.ndarray:
         """With no dead slot: the symbols after sel (merged into them) cut out of the arrays;
