@@ -174,7 +174,7 @@ def test_overlapping_occurrences_across_a_dead_slot(monkeypatch, policy):
 
 # (ONE_LEN, ONE_SHARE, ONE_IDLE): one merge a word a round from the second round on, compacted as
 # by default, at every round, never; the defaults.
-ONE_POLICIES = [(0, 10**9, 2), (0, 10**9, 1), (0, 10**9, 10**9),
+ONE_POLICIES = [(0, 0, 2), (0, 0, 1), (0, 0, 10**9),
                 (bpe_batch.ONE_LEN, bpe_batch.ONE_SHARE, bpe_batch.ONE_IDLE)]
 
 
@@ -183,8 +183,8 @@ ONE_POLICIES = [(0, 10**9, 2), (0, 10**9, 1), (0, 10**9, 10**9),
 def test_one_merge_rounds_merge_alike(monkeypatch, policy, seed):
     """_rounds_one (one merge a word a round, found by a minimum over packed code and slot)
     merges like the sequential BPE: its lowest pair, leftmost of equal ones, where a word holds
-    the same pair several times (runs), non-monotone merges, and with the scalar finish; and, where forced,
-    it did run (narrow codes) or did not (wide: no room for the slot)."""
+    the same pair several times (runs), non-monotone merges, and with the scalar finish; and,
+    where forced, it did run (narrow codes) or did not (wide: no room for the slot)."""
     for name, value in zip(("ONE_LEN", "ONE_SHARE", "ONE_IDLE"), policy):
         monkeypatch.setattr(bpe_batch, name, value)
     ran = []

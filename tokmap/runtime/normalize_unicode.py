@@ -233,7 +233,7 @@ class UnicodeNormalizer:
         self._ccache = {}          # "ab" -> composite char or ""
         self._patterns = {}        # form -> compiled regex of interesting runs
         self._seg_cache = {form: {} for form in _FORM_BITS}
-        self._ranges = {}          # exact pattern text -> (lo, hi) arrays or None (_exact_ranges)
+        self._ranges = {}          # exact pattern text -> (lo, hi, BMP table) or None (_exact_ranges)
 
     # -- table lookups ------------------------------------------------------
 
@@ -517,15 +517,17 @@ class UnicodeNormalizer:
 _ASTRAL = re.compile("[\U00010000-\U0010ffff]")
 ASTRAL_NP_MIN = 1024  # chars of a scan run with astral chars from which numpy classifies them
 # chars of a text from which normalize() finds its runs with numpy instead of the scan regex (~7 ns a
-# char, ~1 with numpy: en.txt 1.84 -> 0.12 ms, code.txt 6.6 -> 0.8, multi.txt 59 -> 22) ...
+# char; the runs of NFC, regex against numpy: en.txt 2.0 -> 0.12 ms, code.txt 6.2 -> 0.7, wagahai.txt
+# 2.4 -> 0.7, multi.txt 56 -> 14) ...
 NP_RUNS_MIN = 4096
 NP_RUNS_MIN_IMPORT = 1 << 16  # ... or from this many while numpy is not imported yet (~110 ms)
 _RANGE = re.compile(r"\\U([0-9a-f]{8})(?:-\\U([0-9a-f]{8}))?")
 
 
 def _parse_class(pattern):
-    """(lo, hi) numpy arrays of the ranges in a pattern_texts() exact pattern, ascending and
-    disjoint; None for any other text (a file may store what it likes: the regex then decides)."""
+    """(lo, hi, bmp): numpy arrays of the ranges in a pattern_texts() exact pattern, ascending and
+    disjoint, and the BMP's membership table (uint8 per code point, 1 in a range); None for any
+    other text (a file may store what it likes: the regex then decides)."""
     if not (pattern.startswith("[") and pattern.endswith("]+")):
         return None
     body, pos, lo, hi = pattern[1:-2], 0, [], []
