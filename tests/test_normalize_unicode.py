@@ -393,34 +393,6 @@ _ASTRAL_POOL = ([chr(c) for c in range(0x1D150, 0x1D1C4)] + [chr(c) for c in ran
                 + list("ae\u0301\u0308\u4e00 "))
 
 
-@pytest.mark.parametrize("form", FORMS)
-def test_long_astral_runs_classified_in_bulk(norm, form, monkeypatch):
-    """A scan run of ASTRAL_NP_MIN chars or more that holds astral chars is split into the exact
-    class's runs by numpy over the class's ranges instead of the exact regex: the same runs (and
-    so the same output and alignments, against HF), and it did take that path."""
-    import tokmap.runtime.normalize_unicode as nu
-
-    rng = random.Random(77 + FORMS.index(form))
-    texts = ["".join(rng.choice(_ASTRAL_POOL) for _ in range(rng.randrange(1, 3000))) for _ in range(40)]
-    texts.append(_corpus("utf8seq"))
-    scan, exact = norm._pattern(form)
-    assert norm._exact_ranges(exact) is not None  # the stored pattern is pattern_texts()'s
-    bulk = []
-    real = nu._class_runs
-    monkeypatch.setattr(nu, "_class_runs", lambda *a: bulk.append(1) or real(*a))
-    for t in texts:
-        monkeypatch.setattr(nu, "ASTRAL_NP_MIN", 10**9)
-        by_regex = list(norm._runs(t, 0, scan, exact))
-        monkeypatch.setattr(nu, "ASTRAL_NP_MIN", 0)
-        assert list(norm._runs(t, 0, scan, exact)) == by_regex
-    assert len(bulk) >= 40
-    monkeypatch.setattr(nu, "ASTRAL_NP_MIN", 1024)
-    monkeypatch.setattr(nu, "NP_RUNS_MIN", 10**9)
-    monkeypatch.setattr(nu, "NP_RUNS_MIN_IMPORT", 10**9)
-    for t in texts[:8]:
-        assert norm.normalize(t, form, want_alignments=True) == (hf_text(t, form), hf_offsets([t], form)[0])
-
-
 def test_class_ranges_parse_only_pattern_texts():
     """_parse_class reads pattern_texts()'s ranges (and makes the BMP's membership table) and
     refuses any other text (a file's stored pattern that is not of that form is then run by the
@@ -438,25 +410,31 @@ def test_class_ranges_parse_only_pattern_texts():
 @pytest.mark.parametrize("form", FORMS)
 def test_long_texts_classified_whole(norm, form, monkeypatch):
     """From NP_RUNS_MIN chars on, normalize() finds the runs of interesting chars with numpy over
-    the whole text (_class_runs) instead of the scan regex: the same runs on every corpus, every
-    code point in one string and random strings, and the same normalize() result either way
-    (test_corpus checks it against HF)."""
+    the whole text (_class_runs) instead of the scan regex (whose exact class tests an astral char
+    against each astral range in turn): the same runs on every corpus, every code point in one
+    string and random astral-heavy strings; the same normalize() result either way, and that of
+    HF (test_corpus checks the corpora against HF too); and the numpy path did run."""
     import tokmap.runtime.normalize_unicode as nu
 
     scan, exact = norm._pattern(form)
     ranges = norm._exact_ranges(exact)
+    assert ranges is not None  # the stored pattern is pattern_texts()'s
     rng = random.Random(91 + FORMS.index(form))
     pool = _ASTRAL_POOL + list("\u00e9\u0915\u094d\u0937\uac00\u1100\u1161\u11a8\u3099\u304b\u212b\uf900")
     texts = [_corpus(c) for c in CORPORA] + [ALL_CPS]
-    texts += ["".join(rng.choice(pool) for _ in range(rng.randrange(1, 2000))) for _ in range(60)]
-    monkeypatch.setattr(nu, "ASTRAL_NP_MIN", 10**9)  # the runs below: by the regexes alone
+    texts += ["".join(rng.choice(pool) for _ in range(rng.randrange(1, 3000))) for _ in range(60)]
     for t in texts:
-        by_regex = list(norm._runs(t, 0, scan, exact))
-        assert list(nu._class_runs(t, 0, len(t), *ranges)) == by_regex
-    for t in texts[-20:] + [_corpus("code")]:
+        assert nu._class_runs(t, *ranges) == list(norm._runs(t, 0, scan, exact))
+    bulk = []
+    real = nu._class_runs
+    monkeypatch.setattr(nu, "_class_runs", lambda *a: bulk.append(1) or real(*a))
+    for k, t in enumerate(texts[-20:] + [_corpus("code")]):
         monkeypatch.setattr(nu, "NP_RUNS_MIN", 10**9)
         monkeypatch.setattr(nu, "NP_RUNS_MIN_IMPORT", 10**9)
         by_regex = norm.normalize(t, form, want_alignments=True)
         monkeypatch.setattr(nu, "NP_RUNS_MIN", 0)
         monkeypatch.setattr(nu, "NP_RUNS_MIN_IMPORT", 0)
         assert norm.normalize(t, form, want_alignments=True) == by_regex
+        if k < 8:
+            assert by_regex == (hf_text(t, form), hf_offsets([t], form)[0])
+    assert len(bulk) == 21

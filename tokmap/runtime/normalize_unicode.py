@@ -364,18 +364,15 @@ class UnicodeNormalizer:
             self._patterns[form] = pats
         return pats
 
-    def _runs(self, text, start, scan, exact):
-        """Spans of maximal runs of interesting chars from `start` on. A scan run with astral
-        chars is rescanned with the exact class; a long one by numpy over the class's ranges
-        (`re` tests an astral char against each astral range in turn: utf8seq.txt's run of 177K
-        astral chars took 15.7 ms against 85 ranges, the numpy pass ~2 ms). A long text skips the
-        scan: normalize() classifies it whole with numpy (_class_runs), as the runs are the same."""
+    @staticmethod
+    def _runs(text, start, scan, exact):
+        """Spans of maximal runs of interesting chars from `start` on (a scan run with astral chars
+        rescanned with the exact class). A long text skips this: normalize() classifies it whole
+        with numpy (_class_runs), which gives the same runs."""
         for m in scan.finditer(text, start):
             s, e = m.span()
             if _ASTRAL.search(text, s, e) is None:
                 yield s, e
-            elif e - s >= ASTRAL_NP_MIN and (ranges := self._exact_ranges(exact)) is not None:
-                yield from _class_runs(text, s, e, *ranges)
             else:
                 for m2 in exact.finditer(text, s, e):
                     yield m2.span()
@@ -469,7 +466,7 @@ class UnicodeNormalizer:
         scan, exact = self._patterns.get(form) or self._pattern(form)
         if len(text) >= (NP_RUNS_MIN if "numpy" in sys.modules else NP_RUNS_MIN_IMPORT) \
                 and (ranges := self._exact_ranges(exact)) is not None:
-            runs = list(_class_runs(text, 0, len(text), *ranges))
+            runs = _class_runs(text, *ranges)
         else:
             first = scan.search(text)
             runs = () if first is None else self._runs(text, first.start(), scan, exact)
@@ -515,10 +512,10 @@ class UnicodeNormalizer:
 
 
 _ASTRAL = re.compile("[\U00010000-\U0010ffff]")
-ASTRAL_NP_MIN = 1024  # chars of a scan run with astral chars from which numpy classifies them
 # chars of a text from which normalize() finds its runs with numpy instead of the scan regex (~7 ns a
-# char; the runs of NFC, regex against numpy: en.txt 2.0 -> 0.12 ms, code.txt 6.2 -> 0.7, wagahai.txt
-# 2.4 -> 0.7, multi.txt 56 -> 14) ...
+# char, and `re` tests an astral char against each astral range of the exact class in turn; the runs
+# of NFC, regex against numpy: en.txt 2.0 -> 0.12 ms, code.txt 6.2 -> 0.7, wagahai.txt 2.4 -> 0.7,
+# multi.txt 56 -> 14, utf8seq.txt's 177K astral chars 12 -> 1) ...
 NP_RUNS_MIN = 4096
 NP_RUNS_MIN_IMPORT = 1 << 16  # ... or from this many while numpy is not imported yet (~110 ms)
 _RANGE = re.compile(r"\\U([0-9a-f]{8})(?:-\\U([0-9a-f]{8}))?")
@@ -551,13 +548,13 @@ def _parse_class(pattern):
     return lo, hi, (np.cumsum(edge[:0x10000]) > 0).astype(np.uint8)
 
 
-def _class_runs(text, s, e, lo, hi, bmp):
-    """Spans of maximal runs within text[s:e] of chars in the ranges [lo[k], hi[k]] (bmp: the
+def _class_runs(text, lo, hi, bmp):
+    """[(start, end)] of the maximal runs in text of chars in the ranges [lo[k], hi[k]] (bmp: the
     BMP's membership table): only the chars from lo[0] up are looked at, a BMP one in the table,
     an astral one by a binary search."""
     import numpy as np
 
-    cps = np.frombuffer(text[s:e].encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
+    cps = np.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
     cand = np.flatnonzero(cps >= lo[0])
     c = cps.take(cand)
     inside = bmp.take(np.minimum(c, 0xFFFF)).view(bool)
@@ -568,11 +565,11 @@ def _class_runs(text, s, e, lo, hi, bmp):
         inside[astral] = a <= hi.take(k - 1)
     pos = cand[inside]
     if not len(pos):
-        return
+        return []
     brk = np.flatnonzero(pos[1:] != pos[:-1] + 1)  # a run ends where the next char is not next to it
-    starts = np.concatenate((pos[:1], pos.take(brk + 1))) + s
-    ends = np.concatenate((pos.take(brk), pos[-1:])) + (s + 1)
-    yield from zip(starts.tolist(), ends.tolist())
+    starts = np.concatenate((pos[:1], pos.take(brk + 1)))
+    ends = np.concatenate((pos.take(brk), pos[-1:])) + 1
+    return list(zip(starts.tolist(), ends.tolist()))
 
 
 def _ccc_key(item):
