@@ -252,6 +252,25 @@ def test_chunks_holding_long_pieces(name, exported, refs):
         assert cuts.ids(text) == want, k
 
 
+def test_space_count_stops_past_the_cap(exported, monkeypatch):
+    """repeats() counts a text's spaces a block at a time and gives up once past the chunk cache's
+    cap: a text met before goes by chunks exactly when counting all of its spaces says it may
+    (at most the cap, at least one in MIN_SPACES chars), at either side of both limits."""
+    tok = tokmap.load(exported("o200k_base"))
+    cuts = tok.pipeline.space_cuts
+    cap = 40
+    monkeypatch.setattr(spacecut, "CHUNK_CACHE_MAX", cap)
+    monkeypatch.setattr(spacecut, "COUNT_BLOCK", 7)  # the cap passed in any block, the last one too
+    for n_spaces in (cap - 1, cap, cap + 1, 3 * cap):
+        for gap in (spacecut.MIN_SPACES - 1, spacecut.MIN_SPACES):  # chars per space
+            for tail in ("", "y" * 50):
+                text = ("x" * (gap - 1) + " ") * n_spaces + tail
+                may = text.count(" ") <= cap and text.count(" ") * spacecut.MIN_SPACES >= len(text)
+                cuts._met.clear()
+                cuts.repeats(text)  # its windows met
+                assert cuts.repeats(text) == may, (n_spaces, gap, len(tail))
+
+
 def test_never_a_cut_after_a_space_or_at_the_start(exported):
     """Whatever the file's bits say, a space right after a space or at the text's start is no cut
     (the part before it is empty): with every bit set, cl100k still splits '  x' whole."""

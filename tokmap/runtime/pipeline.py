@@ -263,36 +263,38 @@ class Pipeline:
         pieces, runs = self._split_runs(text, self.runs)
         return self.model.encode_pieces(pieces) if runs is None else self.model.encode_pieces(pieces, runs)
 
-    def _fast_text(self, text: str, ids: list) -> None:
-        """_units_of_text + the model, for a stretch with no raw-pass added token, ids only."""
+    def _fast_text(self, text: str, ids: list) -> list:
+        """_units_of_text + the model, for a stretch with no raw-pass added token, ids only: added
+        to ids, or (_joined) in place of ids when it is empty. Returns the list they are in."""
         if self.normalizers:
             text = self.normalize(text)[0]
         if self.norm_matcher is None:
-            ids.extend(self._split_ids(text))
-            return
+            return _joined(ids, self._split_ids(text))
         for tok, s, e in self.norm_matcher.split(text):
             if tok is not None:
                 ids.append(tok.id)
             elif e > s:
-                ids.extend(self._split_ids(text[s:e]))
+                ids = _joined(ids, self._split_ids(text[s:e]))
+        return ids
 
     def _fast_sequence(self, text: str) -> list[int]:
         ids: list[int] = []
         if self.raw_matcher is None:
-            self._fast_text(text, ids)
-        else:
-            for tok, s, e in self.raw_matcher.split(text):
-                if tok is not None:
-                    ids.append(tok.id)
-                elif e > s:
-                    self._fast_text(text[s:e], ids)
+            return self._fast_text(text, ids)
+        for tok, s, e in self.raw_matcher.split(text):
+            if tok is not None:
+                ids.append(tok.id)
+            elif e > s:
+                ids = self._fast_text(text[s:e], ids)
         return ids
 
-    def _ordinary_into(self, text: str, base: int, ids: list) -> None:
+    def _ordinary_into(self, text: str, base: int, ids: list) -> list:
+        """tiktoken's ordinary ids of text (at base in the whole) added to ids, or in place of ids
+        when it is empty (_joined); returns the list they are in."""
         if self.fast_split is not None:
-            ids.extend(self._split_ids(text))
-        else:
-            self.encode_pieces(self.pieces(text, base), ids, None)
+            return _joined(ids, self._split_ids(text))
+        self.encode_pieces(self.pieces(text, base), ids, None)
+        return ids
 
     def encode_full(self, text: str, pair: str | None, add_special_tokens: bool):
         trunc = self.meta.get("truncation")
@@ -307,9 +309,7 @@ class Pipeline:
                                   tokens_of=lambda ids: [self.id_to_token(i) or "" for i in ids])
 
     def encode_ordinary(self, text: str) -> list[int]:
-        ids: list[int] = []
-        self._ordinary_into(text, 0, ids)
-        return ids
+        return self._ordinary_into(text, 0, [])
 
     def encode_with_specials(self, text: str, allowed: dict[str, int]) -> list[int]:
         """tiktoken: allowed specials become their ids, the text between is encoded on its own."""
@@ -324,11 +324,11 @@ class Pipeline:
         prev = 0
         for m in rx.finditer(text):
             if m.start() > prev:
-                self._ordinary_into(text[prev:m.start()], prev, ids)
+                ids = self._ordinary_into(text[prev:m.start()], prev, ids)
             ids.append(allowed[m.group()])
             prev = m.end()
         if prev < len(text):
-            self._ordinary_into(text[prev:], prev, ids)
+            ids = self._ordinary_into(text[prev:], prev, ids)
         return ids
 
     # -- decoding ---------------------------------------------------------------------------------
@@ -422,6 +422,15 @@ class Pipeline:
             if data is None:
                 return None
         return self.model.lookup(data)
+
+
+def _joined(ids: list, more: list) -> list:
+    """ids with more after them: more itself when ids is empty (the model's fresh list; extend
+    would take a reference to each of its ids again: o200k over multi.txt, 2.5M ids, ~5 ms)."""
+    if not ids:
+        return more
+    ids.extend(more)
+    return ids
 
 
 class _WordClass:

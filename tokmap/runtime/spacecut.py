@@ -31,6 +31,7 @@ CHUNK_CACHE_MAX = 1 << 18  # chunks; the cache is emptied when it would grow pas
 SUM_PIECES = 8  # a chunk of up to this many pieces gets its ids by sum(); more by a chain
 REPEAT_SHARE = 0.9  # the share met before from which a text goes by chunks (repeats())
 MIN_SPACES = 32  # ... and a text with fewer spaces than 1 in this many chars never does
+COUNT_BLOCK = 1 << 20  # chars; repeats() counts the spaces this many at a time, up to past the cap
 TEXT_WINDOW, WINDOW_STRIDE, MAX_WINDOWS = 32, 4096, 64  # a text's fingerprint: chars, where, how many
 MET_WINDOWS_MAX = 1 << 16  # fingerprint windows remembered; emptied when they would grow past this
 SAMPLE_WINDOWS, SAMPLE_CHARS = 8, 256  # where repeats() samples chunks: that many windows, spread out
@@ -62,9 +63,14 @@ class SpaceCuts:
         lookup per chunk and a concat (en.txt 17 -> 9 ms). The windows are at fixed positions, so
         a text that grows at its end (a chat's history) keeps meeting its earlier ones."""
         n = len(text)
-        spaces = text.count(" ")
-        if spaces * MIN_SPACES < n or spaces > CHUNK_CACHE_MAX:
-            return False  # chunks as long as lines (Japanese), or more than the cache can hold
+        # (counted a block at a time, up to past the cap: multi.txt's 7.4M chars, 8 -> ~2 ms)
+        spaces = 0
+        for a in range(0, n, COUNT_BLOCK):
+            spaces += text.count(" ", a, a + COUNT_BLOCK)
+            if spaces > CHUNK_CACHE_MAX:
+                return False  # more than the cache can hold
+        if spaces * MIN_SPACES < n:
+            return False  # chunks as long as lines (Japanese)
         stride = WINDOW_STRIDE * (1 + n // (WINDOW_STRIDE * MAX_WINDOWS))
         windows = list(map(text.__getitem__, map(slice, range(0, n - TEXT_WINDOW, stride),
                                                  range(TEXT_WINDOW, n, stride))))
