@@ -155,44 +155,57 @@ def glue(ids: np.ndarray, counts: np.ndarray, tok_len: np.ndarray, starts: np.nd
     boundaries share none; how many of each chunk's ids the first item holds) from each chunk's
     ids (back to back, counts per chunk; tok_len: byte length of every token id); the third is
     None without free. Boundary b lies between chunks b and b + 1; where free[b], chunk b + 1
-    starts where chunk b ends (two pieces back to back) and both keep all of their ids there."""
+    starts where chunk b ends (two pieces back to back) and both keep all of their ids there.
+
+    Only the tokens inside an overlap are looked at: the chunks' symbols back to back are where
+    their tokens' ends ascend, so two binary searches per boundary find them (a few per chunk),
+    and each chunk's ids are cut by a mask that drops its few ids outside its glued span. Naming
+    every token of every chunk, and keeping ids by a running sum of marks, took twice as long:
+    the glue calls of cold calls over utf8seq.txt, replayed, min of 10: Llama 3 23.6 -> 11.8 ms,
+    Qwen3 16.4 -> 7.3, GPT-4o 21.8 -> 16.3."""
+    from .textparts import ranges
+
     n_chunks = len(counts)
     failed = np.ones(n_chunks - 1, dtype=bool)
     if n_chunks == 1:
         return ids, failed, counts
-    wid = np.repeat(np.arange(n_chunks, dtype=np.int64), counts)
     size = ends - starts
-    tend = np.cumsum(tok_len[ids].astype(np.int64)) + np.repeat(starts - (np.cumsum(size) - size), counts)
-    tstart = tend - tok_len[ids]
-    # Chunk b offers its tokens that start inside chunk b + 1, chunk b + 1 its tokens that end inside chunk b. A token is named by
-    # (boundary, end relative to the next chunk's start, id): equal names are a shared token.
-    nxt_start = np.append(starts[1:], np.iinfo(np.int64).max)
-    prv_end = np.concatenate(([-1], ends[:-1]))
-    a = np.flatnonzero(tstart >= nxt_start[wid])
-    b = np.flatnonzero(tend <= prv_end[wid])
-    ba, bb = wid[a], wid[b] - 1
-    rel_a, rel_b = tend[a] - starts[ba + 1], tend[b] - starts[bb + 1]
+    base = np.cumsum(size) - size  # where chunk k's symbols start, with the chunks back to back
+    first = np.cumsum(counts) - counts  # chunk k's first id
+    cend = np.cumsum(tok_len[ids], dtype=np.int64)  # where each token ends there (ascending)
+    # Chunk b offers its tokens that start inside chunk b + 1 (those after the first one that
+    # ends at or past that start), chunk b + 1 its tokens that end inside chunk b.
+    a_from = np.searchsorted(cend, base[:-1] + (starts[1:] - starts[:-1])) + 1
+    a_len = np.maximum(first[1:] - a_from, 0)
+    b_len = np.maximum(np.searchsorted(cend, base[1:] + (ends[:-1] - starts[1:]), side="right") - first[1:], 0)
+    bounds = np.arange(n_chunks - 1, dtype=np.int64)
+    a, ba = ranges(a_from, a_len), np.repeat(bounds, a_len)
+    b, bb = ranges(first[1:], b_len), np.repeat(bounds, b_len)
+    # A token is named by (boundary, its end relative to chunk b + 1's start, id): equal names
+    # are a shared token.
+    rel_a = cend[a] - base[ba] + starts[ba] - starts[ba + 1]
+    rel_b = cend[b] - base[bb + 1]
     name = np.concatenate(((ba << 40) | (rel_a << 24) | ids[a], (bb << 40) | (rel_b << 24) | ids[b]))
     where = np.concatenate((a, b))
     order = np.argsort(name, kind="stable")  # chunk b's token sorts before chunk b + 1's
     sname = name[order]
     match = np.flatnonzero(sname[1:] == sname[:-1])
     bound = sname[match] >> 40
-    first = np.concatenate(([True], bound[1:] != bound[:-1]))[:len(bound)]  # the leftmost shared token
-    match, bound = match[first], bound[first]
+    leftmost = np.concatenate(([True], bound[1:] != bound[:-1]))[:len(bound)]  # the leftmost shared token
+    match, bound = match[leftmost], bound[leftmost]
     failed[bound] = False
-    if free is not None:  # (no mark there: each side keeps all of its ids)
+    if free is not None:  # (no shared token there: each side keeps all of its ids)
         failed[free] = False
     if failed.any():
         return None, failed, None
-    left = where[order[match]]  # the shared token's index in chunk b's ids
-    right = where[order[match + 1]]  # ... and in chunk b + 1's
-    # Keep chunk k's ids after the token it shares with chunk k - 1, up to and including the one
-    # it shares with chunk k + 1.
-    mark = np.zeros(len(ids) + 1, dtype=np.int64)
-    mark[0] = 1
-    np.add.at(mark, left + 1, -1)
-    np.add.at(mark, right + 1, 1)
-    keep = np.cumsum(mark[:-1]) > 0
-    kept = None if free is None else np.add.reduceat(keep, np.cumsum(counts) - counts, dtype=np.int64)
-    return ids[keep], failed, kept
+    # Chunk k keeps its ids after the token it shares with chunk k - 1, up to and including the
+    # one it shares with chunk k + 1 (none of them where those would cross: a chunk shorter than
+    # its two overlaps).
+    begin, end = first.copy(), first + counts
+    end[bound] = where[order[match]] + 1  # the shared token's index in chunk b's ids
+    begin[bound + 1] = where[order[match + 1]] + 1  # ... and in chunk b + 1's
+    end = np.maximum(end, begin)
+    keep = np.ones(len(ids), dtype=bool)
+    keep[ranges(first, begin - first)] = False
+    keep[ranges(end, first + counts - end)] = False
+    return ids[keep], failed, (None if free is None else end - begin)
