@@ -407,6 +407,11 @@ def test_class_ranges_parse_only_pattern_texts():
         assert _parse_class(bad) is None, bad
 
 
+def _spans(got):
+    starts, ends = got
+    return list(zip(starts.tolist(), ends.tolist()))
+
+
 @pytest.mark.parametrize("form", FORMS)
 def test_long_texts_classified_whole(norm, form, monkeypatch):
     """From NP_RUNS_MIN chars on, normalize() finds the runs of interesting chars with numpy over
@@ -424,7 +429,12 @@ def test_long_texts_classified_whole(norm, form, monkeypatch):
     texts = [_corpus(c) for c in CORPORA] + [ALL_CPS]
     texts += ["".join(rng.choice(pool) for _ in range(rng.randrange(1, 3000))) for _ in range(60)]
     for t in texts:
-        assert nu._class_runs(t, *ranges) == list(norm._runs(t, 0, scan, exact))
+        want = list(norm._runs(t, 0, scan, exact))
+        assert _spans(nu._class_runs(t, *ranges)) == want
+        # Blocks of a few chars: runs cut at many block edges, joined again
+        monkeypatch.setattr(nu, "RUN_BLOCK", 1 + len(t) % 7)
+        assert _spans(nu._class_runs(t[:5000], *ranges)) == list(norm._runs(t[:5000], 0, scan, exact))
+        monkeypatch.undo()
     bulk = []
     real = nu._class_runs
     monkeypatch.setattr(nu, "_class_runs", lambda *a: bulk.append(1) or real(*a))
@@ -435,6 +445,7 @@ def test_long_texts_classified_whole(norm, form, monkeypatch):
         monkeypatch.setattr(nu, "NP_RUNS_MIN", 0)
         monkeypatch.setattr(nu, "NP_RUNS_MIN_IMPORT", 0)
         assert norm.normalize(t, form, want_alignments=True) == by_regex
+        assert norm.normalize(t, form) == (by_regex[0], None)  # (_text_of_runs)
         if k < 8:
             assert by_regex == (hf_text(t, form), hf_offsets([t], form)[0])
-    assert len(bulk) == 21
+    assert len(bulk) == 42  # (each text twice: with alignments and without)
