@@ -110,6 +110,25 @@ def test_toy_vocabularies_with_tiny_chunks(tmp_path, monkeypatch, spy, seed, str
         assert spy["remerged"], spy  # 3-byte chunks with 1 byte of overlap cannot always glue
 
 
+@pytest.mark.parametrize("batch", [1, 700, 5000])
+def test_chunks_merged_in_several_batches(batch, testdata, exported, spy, monkeypatch):
+    """The chunks of a long piece merged in batches of about RANGE_BATCH bytes (one chunk per
+    batch, a few, many) give the reference's ids, and more than one batch did run."""
+    ref = Ref("llama3", model_source(testdata, "llama3"))
+    rng = random.Random(f"batches-{batch}")
+    texts = _texts(rng, 20000)
+    monkeypatch.setattr(bpe, "RANGE_BATCH", batch)
+    calls = []
+    real = bpe.BPE._merge_ranges
+    monkeypatch.setattr(bpe.BPE, "_merge_ranges", lambda self, *a: calls.append(1) or real(self, *a))
+    for label, text in texts.items():
+        before = len(calls)
+        assert tokmap.load(exported("llama3")).encode(text, add_special_tokens=False) == ref.cases()[0][1](text), label
+        if label in ("letters", "cjk", "lower"):  # (one long piece each: chunked)
+            assert len(calls) - before > 2, label
+    assert spy["glued"] >= 3, spy
+
+
 def test_remerge_across_many_rounds_stays_exact(exported, testdata, monkeypatch, spy):
     """Chunks too small to share tokens: neighbours are joined round after round; when RETRIES
     runs out the piece goes to the old merge. Either way the ids are the reference's."""
