@@ -129,6 +129,34 @@ def test_chunks_merged_in_several_batches(batch, testdata, exported, spy, monkey
     assert spy["glued"] >= 3, spy
 
 
+def test_glue_in_blocks_equals_glue_at_once(exported, monkeypatch):
+    """glue() over many chunks works in blocks of GLUE_CHUNKS boundaries: on the chunks of real
+    merges (long pieces back to back, so some boundaries are free; tiny chunks, so some share
+    no token) every block size gives what one block gives: ids, failed boundaries, kept counts."""
+    calls = []
+    real = bpe_chunks.glue
+    monkeypatch.setattr(bpe_chunks, "glue", lambda *a: calls.append(a) or real(*a))
+    monkeypatch.setattr(bpe_chunks, "GLUE_CHUNKS", 10**9)
+    rng = random.Random("glue-blocks")
+    words = ["".join(rng.choices("etaoinshrdluXYZ", k=rng.randint(500, 3000))) for _ in range(6)]
+    tokmap.load(exported("cl100k_base")).encode(" ".join(words))
+    monkeypatch.setattr(bpe_chunks, "STRIDE", 3)
+    monkeypatch.setattr(bpe_chunks, "OVERLAP", 1)
+    tokmap.load(exported("cl100k_base")).encode("".join(rng.choices("etaoinshrdlu", k=8000)))
+    assert len(calls) >= 3 and any(a[5] is not None for a in calls)
+    seen_failed = False
+    for args in calls:
+        monkeypatch.setattr(bpe_chunks, "GLUE_CHUNKS", 10**9)
+        want = real(*args)
+        seen_failed |= want[0] is None
+        for block in (1, 2, 3, 64):
+            monkeypatch.setattr(bpe_chunks, "GLUE_CHUNKS", block)
+            got = real(*args)
+            for x, y in zip(got, want):
+                assert (x is None and y is None) or np.array_equal(x, y), block
+    assert seen_failed
+
+
 def test_remerge_across_many_rounds_stays_exact(exported, testdata, monkeypatch, spy):
     """Chunks too small to share tokens: neighbours are joined round after round; when RETRIES
     runs out the piece goes to the old merge. Either way the ids are the reference's."""
