@@ -467,8 +467,9 @@ class BPE(VocabFile):
         utf8seq.txt's longest piece (526 KB) in one batch peaked at 16 MB; in batches, one
         batch's pages serve the next. Cold calls (best of 3 in a process, 4 alternations
         with one batch): Llama 3 over utf8seq.txt 61-65 -> 57.5-58.6 ms, Qwen3 74-78 -> 68.6-74
-        (2 of 3 calls: 5.3-7.1K -> 1.0-1.4K page faults); 64K bytes and 256K were no better; 10^6
-        random letters and 10^6 CJK ideographs (Llama 3, cl100k, o200k) within noise."""
+        (Llama 3's third call of a process: 5.2-7.1K -> 1.0-1.5K page faults; its second call
+        ~5.1-5.6K either way); 64K bytes and 256K were no better; 10^6 random letters and 10^6
+        CJK ideographs (Llama 3, cl100k, o200k) within noise."""
         import numpy as np
 
         total = np.cumsum(ends - starts)

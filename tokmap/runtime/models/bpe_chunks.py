@@ -164,9 +164,9 @@ def glue(ids: np.ndarray, counts: np.ndarray, tok_len: np.ndarray, starts: np.nd
     outputs, min of 10 (alternated): Llama 3 21.1 -> 13.5 ms, Qwen3 14.5 -> 7.7, GPT-4o 22.3 -> 12.9.
     Many chunks are glued GLUE_CHUNKS boundaries at a time (_spans), so that one block's arrays
     serve the next instead of fresh pages for all at once (a page's first touch costs ~2.6 us on
-    this VM): cold calls over utf8seq.txt, 4 alternations, best of 3 each, Llama 3 58.5-65 ->
-    55.9-64 ms (page faults 4.5-5.7K -> 3.2-3.3K), Qwen3 70-77 -> 67-81 (4.5-5.7K -> 3.5-4.3K);
-    10^6 random letters within noise."""
+    this VM): the second and third cold calls of 4 processes over utf8seq.txt, alternated,
+    Llama 3 58.5-65 -> 55.9-64 ms (and one of 75.7), page faults 4.5-5.7K -> 3.2-3.3K; Qwen3
+    70-77 -> 67-81 ms, 3.1-5.7K -> 3.5-4.3K; 10^6 random letters within noise."""
     n_chunks = len(counts)
     if n_chunks == 1:
         return ids, np.ones(0, dtype=bool), counts
