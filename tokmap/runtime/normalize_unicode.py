@@ -489,11 +489,7 @@ class UnicodeNormalizer:
             seg = text[s:e]
             r = cache.get(seg)
             if r is None:
-                r = self._run(seg, compat, compose)
-                if len(seg) <= _SEG_CACHE_KEY_MAX:
-                    if len(cache) >= _SEG_CACHE_MAX:
-                        cache.clear()
-                    cache[seg] = r
+                r = self._run_remembered(seg, cache, compat, compose)
             out, rel = r
             if rel is None:
                 continue  # unchanged: stays in the pending plain stretch
@@ -516,6 +512,15 @@ class UnicodeNormalizer:
                 aligns += _identity(last, len(text))
         return "".join(pieces), aligns
 
+    def _run_remembered(self, seg, cache, compat, compose):
+        """_run(seg), kept in cache (a form's run cache) when seg is short enough to be a key."""
+        r = self._run(seg, compat, compose)
+        if len(seg) <= _SEG_CACHE_KEY_MAX:
+            if len(cache) >= _SEG_CACHE_MAX:
+                cache.clear()
+            cache[seg] = r
+        return r
+
     def _text_of_runs(self, text, starts, ends, form, compat, compose):
         """normalize()'s text, without alignments, from its runs (starts, ends: numpy arrays from
         _class_runs): the runs are cut and deduplicated by C-level maps, each distinct run text is
@@ -534,11 +539,7 @@ class UnicodeNormalizer:
         for seg in dict.fromkeys(segs):
             r = cache.get(seg)
             if r is None:
-                r = self._run(seg, compat, compose)
-                if len(seg) <= _SEG_CACHE_KEY_MAX:
-                    if len(cache) >= _SEG_CACHE_MAX:
-                        cache.clear()
-                    cache[seg] = r
+                r = self._run_remembered(seg, cache, compat, compose)
             if r[1] is not None:
                 changed[seg] = r[0]
         pieces, last = [], 0
