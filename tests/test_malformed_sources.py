@@ -158,6 +158,47 @@ def test_json_top_level_not_an_object(tmp_path, mini_doc):
     refused(src, field="(top level)", match="not a Tekken file", fmt="tekken")
 
 
+# -- lone surrogate escapes: Python's json takes "\\ud800", tokenizers (serde_json) refuses the file ---------------
+@pytest.mark.parametrize("code", ["d800", "dfff"])
+def test_lone_surrogate_escape_reports_the_line(tmp_path, mini_doc, code):
+    doc = derive(mini_doc, "added_tokens.0.content", f"<x{chr(int(code, 16))}y>")
+    lines = json.dumps(doc, ensure_ascii=True, indent=1).split("\n")
+    k = next(i for i, ln in enumerate(lines) if "<x\\ud" in ln)
+    src = tmp_path / "tokenizer.json"
+    src.write_text("\n".join(lines), encoding="ascii")
+    col = lines[k].index("\\ud") + 1
+    refused(src, line=k + 1, match=rf"lone surrogate escape \\u{code} \(column {col}\)")
+    tokenizers = pytest.importorskip("tokenizers")
+    with pytest.raises(Exception, match="surrogate|hex escape"):  # the reference refuses it as well
+        tokenizers.Tokenizer.from_file(str(src))
+
+
+def test_surrogate_pair_escapes_export(tmp_path, mini_doc):
+    # A pair is one character (an emoji here): exported, and the added token matches it as in tokenizers.
+    doc = derive(mini_doc, "added_tokens.0.content", "<\U0001F600>")
+    src = tmp_path / "tokenizer.json"
+    src.write_text(json.dumps(doc, ensure_ascii=True), encoding="ascii")
+    assert "\\ud83d\\ude00" in src.read_text()
+    tok = tokmap.load(tokmap.export(src, tmp_path / "pair.mtok"))
+    tokenizers = pytest.importorskip("tokenizers")
+    text = "a<\U0001F600>b <\U0001F600"
+    ids = tokenizers.Tokenizer.from_file(str(src)).encode(text, add_special_tokens=False).ids
+    assert tok.encode(text, add_special_tokens=False) == ids
+    assert tok.token_to_id("<\U0001F600>") == ids[1]
+
+
+@pytest.mark.parametrize("data,at", [
+    (b'"\\ud800"', 1), (b'"\\udc00"', 1), (b'"\\ud83d\\ude00"', None), (b'"\\uD83D\\uDE00"', None),
+    (b'"\\\\ud800"', None),  # an escaped backslash, then the text "ud800"
+    (b'"\\\\\\ud800"', 3), (b'"\\u005cud800"', None), (b'"a\\ud83dx"', 2), (b'"\\ud83d\\u0041"', 1),
+    (b'"\\ud83d\\ud83d\\ude00"', 1), (b'"\\ud83d\\ude00\\udc00"', 13), (b'"\\ud83d"', 1), (b'"x"', None),
+])
+def test_lone_surrogate_scan(data, at):
+    from tokmap.formats.jsondoc import lone_surrogate
+
+    assert lone_surrogate(data) == at
+
+
 # -- unknown component types ---------------------------------------------------------------------------------
 FOO = {"type": "Foo"}
 
@@ -422,6 +463,29 @@ def test_tekken_bad_fields(tmp_path, tekken_doc, key, value, field, cls):
 def test_tekken_new_version_must_list_specials(tmp_path, tekken_doc):
     doc = derive(tekken_doc, "config.version", "v13")
     refused(write_json(tmp_path, doc, "tekken.json"), field="special_tokens", match="must list its special tokens")
+
+
+@pytest.mark.parametrize("key,value,field", [
+    ("config.pattern", "[\ud800]+", "config.pattern"),
+    ("special_tokens", [{"rank": 0, "token_str": "<unk>"}, {"rank": 1, "token_str": "<s>"},
+                        {"rank": 2, "token_str": "<\udc00>"}], "special_tokens[2].token_str"),
+])
+def test_tekken_lone_surrogate_in_a_string_it_keeps(tmp_path, tekken_doc, key, value, field):
+    # mistral-common reads the file with Python's json, which lets the escape through; tokmap keeps
+    # these strings as UTF-8, which cannot hold it: refused by name, not a UnicodeEncodeError.
+    src = tmp_path / "tekken.json"
+    src.write_text(json.dumps(derive(tekken_doc, key, value), ensure_ascii=True), encoding="ascii")
+    refused(src, field=field, match="lone surrogate", fmt="tekken")
+
+
+def test_chat_template_with_a_lone_surrogate(tmp_path, mini_doc):
+    src = write_json(tmp_path, mini_doc)
+    cfg = tmp_path / "tokenizer_config.json"
+    cfg.write_text(json.dumps({"chat_template": "{{ '\udc00' }}"}), encoding="ascii")
+    with pytest.raises(tokmap.SourceError) as ei:
+        tokmap.export(src, tmp_path / "t.mtok")
+    assert ei.value.path == str(cfg) and ei.value.field == "chat_template", str(ei.value)
+    assert "lone surrogate" in str(ei.value)
 
 
 def test_tekken_bad_json_line(tmp_path, tekken_doc):

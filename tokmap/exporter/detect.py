@@ -101,7 +101,9 @@ def _chat_template_beside(path):
             doc = json.load(f)
     except (OSError, ValueError) as e:
         raise SourceError(cfg, f"cannot read chat template: {e}") from None
+    from ..formats.jsondoc import utf8_text
+
     tpl = doc.get("chat_template") if isinstance(doc, dict) else None
     if isinstance(tpl, list):  # named templates: keep them all, as JSON
-        return json.dumps(tpl, ensure_ascii=False)
-    return tpl if isinstance(tpl, str) else None
+        return utf8_text(cfg, json.dumps(tpl, ensure_ascii=False), "chat_template")
+    return utf8_text(cfg, tpl, "chat_template") if isinstance(tpl, str) else None

@@ -8,12 +8,12 @@ the JSON field, never skipped. The rules followed are tokenizers 0.23's (see CON
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 
 from .. import bytelevel
 from ..definition import AddedToken, BPEModel, TokenizerDef
 from ..errors import SourceError, UnsupportedError
+from . import jsondoc
 
 BEHAVIORS = {
     "Removed": "removed",
@@ -70,13 +70,7 @@ def read(path, data: bytes | None = None, chat_template: str | None = None) -> T
         with open(path, "rb") as f:
             data = f.read()
     ctx = _Ctx(path)
-    try:
-        doc = json.loads(data)
-    except UnicodeDecodeError as e:
-        line = data.count(b"\n", 0, e.start) + 1
-        raise SourceError(path, f"not UTF-8 ({e.reason} at byte {e.start})", line=line) from None
-    except json.JSONDecodeError as e:
-        raise SourceError(path, f"invalid JSON: {e.msg} (column {e.colno})", line=e.lineno) from None
+    doc = jsondoc.parse(path, data)
     if not isinstance(doc, dict):
         ctx.fail("(top level)", "expected a JSON object")
     version = doc.get("version", "1.0")

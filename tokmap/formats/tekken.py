@@ -12,11 +12,11 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
-import json
 import os
 
 from ..definition import AddedToken, TokenizerDef
 from ..errors import SourceError, UnsupportedError
+from . import jsondoc
 from .tiktoken import model_from_ranks
 
 # The special-token list mistral-common assumes for files (<= v7) that carry none.
@@ -32,19 +32,14 @@ def read(path, data: bytes | None = None) -> TokenizerDef:
     if data is None:
         with open(path, "rb") as f:
             data = f.read()
-    try:
-        doc = json.loads(data)
-    except UnicodeDecodeError as e:
-        line = data.count(b"\n", 0, e.start) + 1
-        raise SourceError(path, f"not UTF-8 ({e.reason} at byte {e.start})", line=line) from None
-    except json.JSONDecodeError as e:
-        raise SourceError(path, f"invalid JSON: {e.msg} (column {e.colno})", line=e.lineno) from None
+    doc = jsondoc.parse(path, data, lone_surrogates=True)  # (mistral-common reads it with Python's json)
     if not isinstance(doc, dict) or not isinstance(doc.get("config"), dict) or not isinstance(doc.get("vocab"), list):
         raise SourceError(path, "not a Tekken file: expected an object with 'config' and 'vocab'", field="(top level)")
     cfg = doc["config"]
     for key, typ in (("pattern", str), ("default_vocab_size", int), ("default_num_special_tokens", int)):
         if not isinstance(cfg.get(key), typ):
             raise SourceError(path, f"missing or not {typ.__name__}", field=f"config.{key}")
+    jsondoc.utf8_text(path, cfg["pattern"], "config.pattern")
     version = cfg.get("version")
     if version not in VERSIONS:
         raise UnsupportedError(path, f"unknown Tekken version {version!r}; known: {VERSIONS}", field="config.version")
@@ -77,7 +72,7 @@ def read(path, data: bytes | None = None) -> TokenizerDef:
         for i, s in enumerate(specials):
             if not isinstance(s, dict) or s.get("rank") != i or not isinstance(s.get("token_str"), str):
                 raise SourceError(path, f"entry must be {{rank: {i}, token_str: ...}}", field=f"special_tokens[{i}]")
-            names.append(s["token_str"])
+            names.append(jsondoc.utf8_text(path, s["token_str"], f"special_tokens[{i}].token_str"))
     if len(names) > n_special:
         raise SourceError(path, f"{len(names)} special tokens but only {n_special} ids", field="special_tokens")
     names += [f"<SPECIAL_{i}>" for i in range(len(names), n_special)]
