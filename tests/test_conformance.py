@@ -141,6 +141,34 @@ def test_long_runs(name, ref, exported):
     assert not bad, f"{name}: long runs differ: {[(b[0], b[1][:10]) for b in bad]}"
 
 
+SURROGATE_TEXTS = ["a\ud800b", "\udc00", "x" * 300 + "\ud800", "ok \ud83d\ude00 two halves of an emoji", "\udfff\ud800"]
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_surrogates(name, ref, exported):
+    """A str holding surrogate code points, alone or as the two halves of a pair: where the
+    reference refuses it (tokenizers: a TypeError), tokmap raises EncodeError, in encode and
+    encode_batch alike; where it encodes it (tiktoken and mistral-common replace each lone one
+    with U+FFFD and join the halves), tokmap's ids are its ids."""
+    r = ref(name)
+    tok = tokmap.load(exported(name))
+    for text in SURROGATE_TEXTS:
+        for label, r_fn, t_fn in r.cases():
+            try:
+                expected = r_fn(text)
+            except Exception:
+                with pytest.raises(tokmap.EncodeError, match="surrogate"):
+                    t_fn(tok, text)
+                continue
+            assert t_fn(tok, text) == expected, (label, text[:20])
+    batch = ["hello world " * 2000, SURROGATE_TEXTS[0]]
+    if r.kind == "hf":
+        with pytest.raises(tokmap.EncodeError, match="U\\+D800 at index 1"):
+            tok.encode_batch(batch)
+    else:
+        assert tok.encode_batch(batch) == [tok.encode(t) for t in batch]
+
+
 @pytest.mark.parametrize("name", HF_MODELS)
 def test_offsets_lines(name, ref, exported, corpus):
     """Encoding.offsets (code points) equal tokenizers' on every corpus line, with specials."""

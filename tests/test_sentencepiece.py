@@ -87,6 +87,19 @@ def test_small(name, pair):
 
 
 @pytest.mark.parametrize("name", MODELS)
+def test_surrogates_refused_as_sentencepiece_does(name, pair):
+    """sentencepiece cannot take a str holding a surrogate (lone or half of a pair) and raises;
+    tokmap raises EncodeError naming it, never ids made of its UTF-8 stand-in bytes."""
+    sp, tok = pair(name)
+    for text in ["a\ud800b", "x" * 300 + "\udc00", "\ud83d\ude00"]:
+        with pytest.raises(Exception):
+            sp.encode(text)
+        for call in (tok.encode, tok.encode_ordinary):
+            with pytest.raises(tokmap.EncodeError, match="surrogate"):
+                call(text)
+
+
+@pytest.mark.parametrize("name", MODELS)
 def test_generated(name, pair):
     sp, tok = pair(name)
     texts = generated(10_000, ["<unk>", "<s>", "</s>"], seed=4321) + _extra_strings(2_000)
