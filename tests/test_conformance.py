@@ -170,6 +170,23 @@ def test_surrogates(name, ref, exported):
 
 
 @pytest.mark.parametrize("name", HF_MODELS)
+def test_decode_ids_out_of_range(name, ref, exported):
+    """tokenizers drops ids its vocabulary lacks but raises for one that is no u32 (a -100 label):
+    tokmap decodes the first kind to the same text and refuses the second with ArgumentError."""
+    r = ref(name)
+    tok = tokmap.load(exported(name))
+    for ids in ([-100], [5, -1], [1 << 32], [5, (1 << 32) - 1], [10 ** 6, 5, 6], [5, 6]):
+        for skip in (True, False):
+            try:
+                expected = r.tok.decode(ids, skip_special_tokens=skip)
+            except OverflowError:
+                with pytest.raises(tokmap.ArgumentError, match="2\\^32"):
+                    tok.decode(ids, skip_special_tokens=skip)
+                continue
+            assert tok.decode(ids, skip_special_tokens=skip) == expected, ids
+
+
+@pytest.mark.parametrize("name", HF_MODELS)
 def test_offsets_lines(name, ref, exported, corpus):
     """Encoding.offsets (code points) equal tokenizers' on every corpus line, with specials."""
     r = ref(name)

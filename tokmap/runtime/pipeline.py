@@ -14,7 +14,7 @@ from bisect import bisect_right
 from itertools import accumulate, chain
 
 from .. import bytelevel
-from ..errors import TokmapError
+from ..errors import ArgumentError, TokmapError
 from . import normalizers, postprocess, pretokenizers
 from .added import AddedToken, Matcher
 from .pretokenizers import SplitStep, expand
@@ -32,6 +32,15 @@ _NON_ASCII = re.compile("[^\x00-\x7f]")
 
 class UnknownTokenError(TokmapError, KeyError):
     """An id outside the vocabulary was given to a decoder that, like tiktoken's, refuses it."""
+
+
+def _check_u32(ids: list[int]) -> None:
+    """tokenizers drops an id its vocabulary lacks, but takes ids as u32: one below 0 or from 2^32
+    up (a -100 label, say) raises OverflowError there, and ArgumentError here, not ''."""
+    for k, i in enumerate(ids):
+        if not 0 <= i < 1 << 32:
+            raise ArgumentError(f"token ids are 0 to 2^32 - 1 (tokenizers raises OverflowError too); got {i} at "
+                                f"index {k}")
 
 
 class Pipeline:
@@ -377,6 +386,8 @@ class Pipeline:
             return "".join(out)
         skip = True if skip_special_tokens is None else skip_special_tokens
         keep = [i for i in ids if self.known(i) and not (skip and i in self.special_ids)]
+        if len(keep) < len(ids):  # (ids dropped: unknown ones, as tokenizers drops them, or worse)
+            _check_u32(ids)
         if self.decoder.bytes_only:
             return self.decode_bytes(keep).decode("utf-8", "replace")
         return self.decoder.decode([self.id_to_token(i) for i in keep])
