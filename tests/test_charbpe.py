@@ -259,20 +259,20 @@ def test_hostile_char_bpe_meta(testdata, tmp_path, edit, field):
 
 @pytest.mark.parametrize("name", ["gemma3", "llama2"])
 def test_long_runs_merge_in_bulk_rounds(name, exported, testdata, monkeypatch):
-    """A long run left to the batch (_chunked leaves "aaaa" and spaces alone) merges alone with
-    rounds while they merge in bulk: Gemma 3's "a" runs and Llama 2's spaces never reach the
-    scalar heap, which before took such a run whole (Gemma 3, 10^6 "a": 1.9 s). Its runs whose
-    pair merges are not monotone (Gemma 3's spaces, Llama 2's "a") still go to the heap. Ids and
-    text as tokenizers gives, runs mixed with short pieces in one batch too."""
+    """A long run that neither chunking nor _merge_run takes merges alone with rounds while they
+    merge in bulk: Gemma 3's "a" runs and Llama 2's spaces never reach the scalar heap, which
+    before took such a run whole (Gemma 3, 10^6 "a": 1.9 s). Ids and text as tokenizers gives,
+    runs mixed with short pieces in one batch too."""
     import tokenizers
 
     import tokmap
-    from tokmap.runtime.models import bpe
+    from tokmap.runtime.models import bpe, charbpe
 
     heap_inputs = []
     merge_heap = bpe.BPE._merge_heap
     monkeypatch.setattr(bpe.BPE, "_merge_heap", lambda self, ids, ranks=None: heap_inputs.append(len(ids))
                         or merge_heap(self, ids, ranks))
+    monkeypatch.setattr(charbpe.CharBPE, "_merge_run", lambda self, piece, tok_len: None)
     ref = tokenizers.Tokenizer.from_file(str(model_source(testdata, name)))
     tok = tokmap.load(exported(name))
     bulk = "a" * 20_000 if name == "gemma3" else " " * 20_000
@@ -284,3 +284,34 @@ def test_long_runs_merge_in_bulk_rounds(name, exported, testdata, monkeypatch):
         assert tok.decode(ids) == ref.decode(ids)
         if text is bulk:
             assert max(heap_inputs, default=0) < 100, heap_inputs
+
+
+RUNS = ["a" * 5000, " " * 5000, "1" * 3000, "中" * 2000, "." * 4000, "=" * 1500, "x" + "a" * 5000, "a" * 5000 + "b",
+        "xyz" + " " * 4000 + "!?", "a" * 512, "a" * 513, " " * 777, "ab" + "a" * 2000, "\u00e9" * 3000,
+        "Q" * 17 + "a" * 3000, "a" * 3000 + "Q" * 20, "hello " + "-" * 2500 + " world"]
+
+
+@pytest.mark.parametrize("name", ["gemma3", "llama2"])
+def test_runs_as_chunks_merged_once(name, exported, testdata, monkeypatch):
+    """Runs of one char (a few other chars at either end allowed) merge as chunks placed in the
+    phase of the run's repeated token and merged once per length (_merge_run): ids and text as
+    tokenizers gives, whether the chunks glue or the run falls back; and they do glue for the
+    plain runs of both models (10^6 "a" or spaces took 1.3-1.9 s before, 25-40 ms so)."""
+    import tokenizers
+
+    import tokmap
+    from tokmap.runtime.models import charbpe
+
+    glued = []
+    merge_run = charbpe.CharBPE._merge_run
+    monkeypatch.setattr(charbpe.CharBPE, "_merge_run",
+                        lambda self, piece, tok_len: glued.append(r := merge_run(self, piece, tok_len)) or r)
+    ref = tokenizers.Tokenizer.from_file(str(model_source(testdata, name)))
+    tok = tokmap.load(exported(name))
+    for text in RUNS:
+        glued.clear()
+        ids = tokmap.load(exported(name)).encode(text)  # (fresh: nothing cached)
+        assert ids == ref.encode(text).ids, (name, text[:20])
+        assert tok.decode(ids) == ref.decode(ids)
+        if text in ("a" * 5000, " " * 5000, "x" + "a" * 5000):
+            assert glued and all(g is not None for g in glued), (name, text[:3])

@@ -45,17 +45,21 @@ GLUE_CHUNKS = 2048  # boundaries glue() joins at a time (its arrays: ~30 bytes a
 RETRIES = 4  # rounds of joining chunks that share no token before giving up (periodic text)
 
 
-def chunk_bounds(n: int, lead: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+def chunk_bounds(n: int, lead: np.ndarray | None, stride: int | None = None,
+                 overlap: int | None = None) -> tuple[np.ndarray, np.ndarray]:
     """(starts, ends) of the chunks of a piece of n symbols: chunk k from the first allowed start
-    at or after k * stride to the one at or after (k + 1) * stride + OVERLAP, the last to n
-    (stride: STRIDE, or WIDE_STRIDE from WIDE_PIECE symbols on).
+    at or after k * stride to the one at or after (k + 1) * stride + overlap, the last to n
+    (by default stride is STRIDE, or WIDE_STRIDE from WIDE_PIECE symbols on, and overlap OVERLAP).
     lead: the ascending positions where a chunk may start (UTF-8 char starts), None for any.
     (Starts on multiples of the stride keep text with a period dividing it in phase: "abab...".)"""
-    stride = STRIDE if n < WIDE_PIECE else WIDE_STRIDE
+    if stride is None:
+        stride = STRIDE if n < WIDE_PIECE else WIDE_STRIDE
+    if overlap is None:
+        overlap = OVERLAP
     lead = np.arange(n + 1) if lead is None else np.append(lead, n)  # (n: "the end")
     k = np.arange((n + stride - 1) // stride, dtype=np.int64)
     starts = lead[np.searchsorted(lead, k * stride)]
-    ends = lead[np.searchsorted(lead, np.minimum((k + 1) * stride + OVERLAP, n))]
+    ends = lead[np.searchsorted(lead, np.minimum((k + 1) * stride + overlap, n))]
     ends[-1] = n
     keep = ends > starts  # (a char longer than the stride could leave a chunk empty)
     return starts[keep], ends[keep]
@@ -72,15 +76,16 @@ def worth_chunking(sym: np.ndarray) -> bool:
     return np.count_nonzero(sym[1:] != sym[:-1]) * 2 > len(sym)
 
 
-def merge_piece(n: int, lead: np.ndarray | None, merge_chunks, tok_len: np.ndarray) -> np.ndarray | None:
+def merge_piece(n: int, lead: np.ndarray | None, merge_chunks, tok_len: np.ndarray, **bounds) -> np.ndarray | None:
     """BPE ids of one long piece of n symbols (bytes, or chars for char-level BPE), or None.
     lead: where chunks may start (chunk_bounds). merge_chunks(starts, ends) merges the symbol
     ranges as the words of one batch: (ids back to back, count per range), or None. tok_len:
-    every token's length in symbols. (merge_pieces of one piece.)"""
-    return merge_pieces([n], [lead], merge_chunks, tok_len)[0]
+    every token's length in symbols. bounds: chunk_bounds' stride and overlap, when not its own.
+    (merge_pieces of one piece.)"""
+    return merge_pieces([n], [lead], merge_chunks, tok_len, **bounds)[0]
 
 
-def merge_pieces(sizes: list[int], leads: list, merge_chunks, tok_len: np.ndarray) -> list:
+def merge_pieces(sizes: list[int], leads: list, merge_chunks, tok_len: np.ndarray, **bounds) -> list:
     """BPE ids of several long pieces laid back to back (piece p: the sizes[p] symbols after the
     pieces before it), their chunks all merged in one batch: a batch round costs ~20 numpy calls
     whatever its size, so thirty pieces of 1-4 KB (Llama 3 over utf8seq.txt) cost the rounds of
@@ -91,7 +96,7 @@ def merge_pieces(sizes: list[int], leads: list, merge_chunks, tok_len: np.ndarra
     gives None."""
     starts, ends, owner, at = [], [], [], 0
     for p, (n, lead) in enumerate(zip(sizes, leads)):
-        s, e = chunk_bounds(n, lead)
+        s, e = chunk_bounds(n, lead, **bounds)
         starts.append(s + at)
         ends.append(e + at)
         owner.append(np.full(len(s), p, dtype=np.int64))
