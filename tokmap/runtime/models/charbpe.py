@@ -406,7 +406,8 @@ class CharBPE(BPE):
 
     def _chunked(self, sym, lengths, which, out):
         """Merge each word of CHUNK_CHARS or more (symbols: one own-token id per char) as glued
-        chunks into out[which[j]]; return (sym, lengths, which) of the words left for the batch."""
+        chunks into out[which[j]] (a run of one char: _merge_run); return (sym, lengths, which) of
+        the words left for the batch."""
         import numpy as np
 
         from .bpe_chunks import merge_piece, worth_chunking
@@ -432,12 +433,12 @@ class CharBPE(BPE):
 
     def _merge_batch(self, sym, lengths):
         """(final symbols, count per word) of the batch merge of these words, where each word of
-        CHUNK_CHARS or more still here (a run: _chunked leaves "aaaa" and spaces to the rounds)
-        merges alone, its rounds going on while they merge in bulk (min_yield bpe.SLOW_ROUND, as
-        BPE's long pieces do) and the heap taking the rest. In the batch such a word was handed
-        to the scalar heap at once once it was among the last FINISH_WORDS words: Gemma 3 over
-        10^6 "a" took 1.9 s there, its pair's merge being monotone, so that each round halves the
-        run; spaces, whose merges are not, go to the heap after one round either way."""
+        CHUNK_CHARS or more still here (a run whose chunks did not glue, or one with more than a
+        few other chars) merges alone, its rounds going on while they merge in bulk (min_yield
+        bpe.SLOW_ROUND, as BPE's long pieces do) and the heap taking the rest. In the batch, such
+        a word went whole to the scalar heap as soon as it was among the last FINISH_WORDS words:
+        Gemma 3 over 10^6 "a" took 1.9 s there, where rounds halve the run (its pair's merge is
+        monotone); runs whose merges are not (spaces) go to the heap after one round either way."""
         import numpy as np
 
         from .textparts import ranges
