@@ -9,8 +9,8 @@ reference libraries. A finding is printed (and its input saved under --out) when
                 makes export / load / encode raise anything but a tokmap error, or take over 20 s;
   diff MODEL    tokmap's ids or decoded text differ from the reference's on random text (the
                 conformance generator with new seeds, splices of the real corpora cut anywhere,
-                random code points of every plane), encoded one by one and by encode_batch on
-                freshly loaded tokenizers. MODEL as in tests/conftest.py, or a SentencePiece
+                random code points of every plane, long runs of one char), encoded one by one
+                and by encode_batch on freshly loaded tokenizers. MODEL as in tests/conftest.py, or a SentencePiece
                 model name (mistral-v3, botchan_en_bpe_1000, botchan_en_unigram_1000).
 
     python tools/fuzz.py mtok bench/out/minilm.mtok --iterations 400 --seed 2
@@ -224,14 +224,21 @@ def fuzz_diff(name: str, iterations: int, rng: random.Random, found: Findings, t
         spans = [(0x20, 0x7E), (0xA0, 0xD7FF), (0xE000, 0xFFFF), (0x10000, 0x10FFFF)]
         return "".join(chr(rng.randint(*rng.choices(spans, [3, 3, 2, 2])[0])) for _ in range(rng.randint(1, 60)))
 
+    def run() -> str:  # a long run of one char, a few others at either end (the run paths)
+        c = rng.choice(["a", "Z", " ", "1", ".", "-", "=", "\n", "\t", "中", "é", "\U0001F600", "\u2581", "'"])
+        edge = "".join(rng.choice(["a", "b", " ", "x", "中", "!"]) for _ in range(rng.choice([0, 0, 1, 2, 5, 17])))
+        return rng.choice(["", edge]) + c * rng.randint(400, 6000) + rng.choice(["", edge])
+
     def text() -> str:
         k = rng.random()
-        if k < 0.45:
+        if k < 0.4:
             return random_string(rng, specials)
-        if k < 0.75:
+        if k < 0.65:
             return splice()
-        if k < 0.9:
+        if k < 0.8:
             return code_points()
+        if k < 0.9:
+            return run()
         return random_string(rng, specials) * rng.randint(2, 30)
 
     compared = 0
