@@ -43,7 +43,8 @@ import tokmap  # noqa: E402
 from tokmap import mtok  # noqa: E402
 
 TEXTS = ["Hello world, this is a test.", "中文分词和英文分词有很大的区别", "def f(x):\n    return x ** 2  # ok",
-         "a" * 30, "  \t\n  spaces  ", "Ünïcödé naïve café 😀 🇯🇵", "1234567890 3.14159"]
+         "a" * 30, "  \t\n  spaces  ", "Ünïcödé naïve café 😀 🇯🇵", "1234567890 3.14159", "x" + "a" * 3000,
+         " " * 2000]
 JSON_VALUES = [None, True, False, 0, -1, 1, 2 ** 31, 2 ** 40, 1.5, "", "x", "\ud800", [], {}, [1, 2],
                {"type": "Sequence"}, "Sequence", -2 ** 63]
 SPM_MODELS = {"mistral-v3", "botchan_en_bpe_1000", "botchan_en_unigram_1000"}

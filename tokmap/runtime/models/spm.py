@@ -236,7 +236,7 @@ class SentencePiece(VocabFile):
                 key = b - a if a >= head and b <= n - tail else (a, b)
                 ids = merged.get(key)
                 if ids is None:
-                    ids = merged[key] = [pieces.get(p, unk) for p, _i in self._bpe(w[a:b])]
+                    ids = merged[key] = [i for _p, i in self._bpe(w[a:b])]
                 out += ids
                 counts.append(len(ids))
             return np.array(out, np.int64), np.array(counts, np.int64)
