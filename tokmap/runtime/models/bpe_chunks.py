@@ -43,6 +43,9 @@ WIDE_PIECE = 1 << 18
 WIDE_STRIDE = 64
 GLUE_CHUNKS = 2048  # boundaries glue() joins at a time (its arrays: ~30 bytes an id)
 RETRIES = 4  # rounds of joining chunks that share no token before giving up (periodic text)
+RUN_PROBE = 256  # symbols of a run merged in sequence to find the token it repeats (run_layout) ...
+RUN_STRIDE = 64  # ... its chunks' starts at least this far apart ...
+RUN_EDGE = 16  # ... and up to this many other symbols allowed at either end of it
 
 
 def chunk_bounds(n: int, lead: np.ndarray | None, stride: int | None = None,
@@ -63,6 +66,27 @@ def chunk_bounds(n: int, lead: np.ndarray | None, stride: int | None = None,
     ends[-1] = n
     keep = ends > starts  # (a char longer than the stride could leave a chunk empty)
     return starts[keep], ends[keep]
+
+
+def run_layout(n: int, probe: list[int]):
+    """(lead, chunk_bounds' stride and overlap) for a run of one symbol (n symbols, up to RUN_EDGE
+    others at either end: "aaaa", spaces, Llama 2's "\u2581" before them), or None. probe: the
+    lengths in symbols of the tokens sequential BPE makes of the run's first symbols (its head
+    and RUN_PROBE more). BPE makes a run a few tokens, then one token over and over, then a few
+    more (Llama 2's "a": 2, 8, 8, ..., 8, 4, 2, 1 chars; Gemma 3's spaces: 31s). Chunks that start
+    only where those repeated tokens start (the phase the head sets), a multiple of their length
+    P apart, and reach 4P into the next, make the same tokens where they overlap and glue; and
+    within the run a chunk is only its length, so its callers merge each distinct length once
+    (charbpe._merge_run, spm._bpe_run). Glued or not, the result is exact (see the top)."""
+    mid = probe[2:-2] if len(probe) > 4 else probe
+    period = max(sorted(set(mid)), key=mid.count) if mid else 0  # (the most common; the shortest of equals)
+    if period < 1:
+        return None
+    phase = sum(probe[:len(probe) // 2]) % period
+    lead = np.arange(phase, n, period)
+    if phase:
+        lead = np.concatenate(([0], lead))
+    return lead, {"stride": period * -(-RUN_STRIDE // period), "overlap": 4 * period}
 
 
 def char_starts(raw: np.ndarray) -> np.ndarray:

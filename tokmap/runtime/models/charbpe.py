@@ -25,9 +25,6 @@ LONG_TEXT = 256  # chars; from here a piece is cut by the numpy bigram table (mo
 PIECE_CHARS = 48  # chars; a longer piece is remembered within LongPieces' budget
 MANY_PIECES = 64  # fresh pieces in one call from which all of them, short ones too, are cut in one pass
 CHUNK_CHARS = 512  # chars; a sub-piece this long is merged as glued chunks (models/bpe_chunks.py)
-RUN_PROBE = 256  # chars of a run of one char merged to find the token it repeats (_merge_run) ...
-RUN_STRIDE = 64  # ... and its chunks' starts at least this far apart
-RUN_EDGE = 16  # symbols at either end of a run that may differ from it
 
 
 class CharBPE(BPE):
@@ -466,19 +463,14 @@ class CharBPE(BPE):
         return final, counts
 
     def _merge_run(self, piece, tok_len):
-        """BPE ids of a run of one symbol ("aaaa", spaces; up to RUN_EDGE other symbols at either
-        end: Llama 2's "▁" before it), as glued chunks, the chunks within the run merged once per
-        distinct length; None when it is no such run or its chunks do not glue (the caller then
-        merges it as before). BPE makes a run a few tokens, then one token over and over, then a
-        few more (Llama 2's "a": 2, 8, 8, ..., 8, 4, 2, 1 chars), so chunks whose starts are a
-        multiple of that token's length P apart, reaching 4P into the next, hold the same tokens
-        where they overlap and glue (bpe_chunks: exact wherever they glue). P comes from the
-        sequential merge of RUN_PROBE symbols. Rounds over a run whose pair merge is not monotone
-        merge one pair a round (Gemma 3's spaces, Llama 2's "a"), and the heap then took 1.3-1.7 s
-        for 10^6 chars."""
+        """BPE ids of a run of one symbol (bpe_chunks.run_layout: up to RUN_EDGE others at either
+        end) as glued chunks, each distinct chunk within the run merged once; None when it is no
+        such run or its chunks do not glue (the caller then merges it as before). Rounds over a
+        run whose pair merge is not monotone merge one pair a round (Gemma 3's spaces, Llama 2's
+        "a"), and the heap then took 1.3-1.7 s for 10^6 chars."""
         import numpy as np
 
-        from .bpe_chunks import merge_piece
+        from .bpe_chunks import RUN_EDGE, RUN_PROBE, merge_piece, run_layout
         from .textparts import ranges
 
         n = len(piece)
@@ -487,17 +479,9 @@ class CharBPE(BPE):
         head, tail = int(np.argmax(same)), int(np.argmax(same[::-1]))
         if head > RUN_EDGE or tail > RUN_EDGE or not same[head:n - tail].all():
             return None
-        probe = np.array(self._merge(piece[:head + RUN_PROBE].tolist()), np.int64)
-        period = int(np.bincount(tok_len[probe[2:-2] if len(probe) > 4 else probe]).argmax())
-        if period < 1:
+        layout = run_layout(n, tok_len[self._merge(piece[:head + RUN_PROBE].tolist())].tolist())
+        if layout is None:
             return None
-        # Where the run's tokens start: the head sets their phase ("▁a" is 2 chars, then 8s), and
-        # chunks start only there, so that a chunk within the run, merged from its own start,
-        # makes the tokens the whole run has at its place.
-        phase = int(np.cumsum(tok_len[probe])[len(probe) // 2]) % period
-        lead = np.arange(phase, n, period)
-        if phase:
-            lead = np.concatenate(([0], lead))
         cache: dict[int, np.ndarray] = {}  # a chunk's length within the run -> its ids
 
         def merge_chunks(starts, ends):
@@ -525,8 +509,7 @@ class CharBPE(BPE):
                 flat[ranges(begin[outer], counts[outer])] = out_ids
             return flat, counts
 
-        stride = period * -(-RUN_STRIDE // period)
-        return merge_piece(n, lead, merge_chunks, tok_len, stride=stride, overlap=4 * period)
+        return merge_piece(n, layout[0], merge_chunks, tok_len, **layout[1])
 
     def _merge_symbol_ranges(self, sym, starts, ends):
         """(ids back to back, count per range) of merging each sym[starts[k]:ends[k]] as a word.

@@ -40,10 +40,7 @@ _F32 = struct.Struct("<f")
 MAX_RESEGMENT_DEPTH = 100
 RESET = 100000.0  # |path score| above which the Unigram lattice rebases its scores (sentencepiece 0.2.3)
 NO_REBASE = RESET / 1.001  # chars x largest |score| below this: the lattice cannot reach RESET
-RUN_CHARS = 512  # a BPE run this long of one char merges as glued chunks (_bpe_run) ...
-RUN_PROBE = 256  # ... the piece it repeats found by merging this many of its chars ...
-RUN_STRIDE = 64  # ... its chunks' starts at least this far apart ...
-RUN_EDGE = 16  # ... and up to this many other chars allowed at either end
+RUN_CHARS = 512  # a BPE run this long of one char merges as glued chunks (_bpe_run)
 # A merge can never cross the start of a "▁" that follows another character when no piece holds
 # such a pair: the text then splits there into independent runs (memoised). findall of _RUNS
 # gives those runs (each "▁"s then other chars, or a leading run of other chars), as a split at
@@ -201,13 +198,11 @@ class SentencePiece(VocabFile):
         None when w is no such run, holds a user-defined symbol, or its chunks do not glue.
         SentencePiece's BPE is sequential BPE with the best score first, leftmost on ties, so
         the chunk glue's properties hold; and where runs are cut (self.cut) no piece is UNUSED,
-        so there is nothing to resegment. BPE makes a run a few pieces, then one piece over and
-        over (its length P), then a few more: chunks start only in the phase the head gives that
-        piece, a multiple of P apart, and reach 4P into the next (as charbpe._merge_run). The
-        heap merge of a 10^6-char run took 2.3-4 s (mistral-v3; sentencepiece: 0.2 s)."""
+        so there is nothing to resegment. The chunks are laid out as bpe_chunks.run_layout says.
+        The heap merge of a 10^6-char run took 2.3-4 s (mistral-v3; sentencepiece: 0.2 s)."""
         import numpy as np
 
-        from .bpe_chunks import chunk_bounds, merge_piece
+        from .bpe_chunks import RUN_EDGE, RUN_PROBE, merge_piece, run_layout
 
         n, pieces = len(w), self.pieces
         c = w[n // 2]
@@ -221,13 +216,9 @@ class SentencePiece(VocabFile):
             self._piece_len[self.unk_id] = 1
         tok_len = self._piece_len
         unk = self.unk_id
-        probe = [len(p) for p, _i in self._bpe(w[:head + RUN_PROBE])]
-        mid = probe[2:-2] if len(probe) > 4 else probe
-        period = max(set(mid), key=mid.count)
-        phase = sum(probe[:len(probe) // 2]) % period
-        lead = np.arange(phase, n, period)
-        if phase:
-            lead = np.concatenate(([0], lead))
+        layout = run_layout(n, [len(p) for p, _i in self._bpe(w[:head + RUN_PROBE])])
+        if layout is None:
+            return None
         merged: dict = {}  # (start, end), or the length of a chunk within the run -> its ids
 
         def merge_chunks(starts, ends):
@@ -241,11 +232,7 @@ class SentencePiece(VocabFile):
                 counts.append(len(ids))
             return np.array(out, np.int64), np.array(counts, np.int64)
 
-        stride = period * -(-RUN_STRIDE // period)
-        starts, _ends = chunk_bounds(n, lead, stride, 4 * period)
-        if len(starts) < 3:
-            return None
-        got = merge_piece(n, lead, merge_chunks, tok_len, stride=stride, overlap=4 * period)
+        got = merge_piece(n, layout[0], merge_chunks, tok_len, **layout[1])
         if got is None:
             return None
         if not (got == unk).any():  # (_finish changes only unknown pieces)
