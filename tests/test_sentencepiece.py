@@ -458,3 +458,90 @@ def test_bpe_runs_as_chunks(name, pair, monkeypatch):
         # (botchan_en_bpe_1000 removes extra whitespace: its spaces leave no run)
         if text in ("a" * 5000, "x" + "a" * 5000) or (text == " " * 5000 and name == "mistral-v3"):
             assert glued and all(g is not None for g in glued), (name, text[:3], glued)
+
+
+def _long_runs_of_chars(seed: int = 5) -> list[str]:
+    """Runs of 2,000-9,000 chars with no space inside that are not one char repeated."""
+    rng = random.Random(seed)
+
+    def pick(alphabet, n):
+        return "".join(rng.choice(alphabet) for _ in range(n))
+
+    letters = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+    cjk = [chr(c) for c in range(0x4E00, 0x4E00 + 3000)]
+    return [pick(letters, 5000), pick(letters[:26], 4000), pick("0123456789", 3000), pick(cjk, 2500),
+            pick(letters + "0123456789+/", 9000), pick(letters[:26] + "\u00e9\u00f1\u00fc", 3000),
+            pick(letters[:26] + "\U0001F600\U0001F680", 3000), "abc" * 1000, "ab" * 1500, "x=1;y=2;" * 400,
+            "  " + pick(letters, 3000), "x " + pick(letters, 2500) + " " + pick(cjk, 2100) + "!",
+            pick("abcdefghij", 2048), pick("ab", 4000)]
+
+
+@pytest.mark.parametrize("name", ["mistral-v3", "botchan_en_bpe_1000"])
+def test_bpe_long_runs_as_numpy_chunks(name, pair, monkeypatch):
+    """Long runs that are not one char repeated merge as glued chunks by the numpy batch merge over
+    the pair table derived from the pieces (spm_chunks.py): ids and text as sentencepiece gives
+    them (unknown chars: byte fallback in mistral-v3, collapsed unks in botchan), and the chunks
+    did glue for the random ones (10^6 random letters: 1.9 s by the heap, ~0.2 s so)."""
+    from tokmap.runtime.models import spm as spm_model
+    from tokmap.runtime.models import spm_chunks
+
+    sp, _tok = pair(name)
+    monkeypatch.setattr(spm_model, "PAIR_TABLE_CHARS", 0)  # the table at the first long run
+    glued = []
+    merge_run = spm_chunks.merge_run
+    monkeypatch.setattr(spm_chunks, "merge_run", lambda *a: glued.append(r := merge_run(*a)) or r)
+    texts = _long_runs_of_chars()
+    tok = tokmap.load(_tok.path)
+    assert not _compare(sp, tok, texts)
+    assert tok.model._pairs, "no pair table"
+    assert sum(g is not None for g in glued) >= 8, [None if g is None else len(g) for g in glued]
+    for text in texts[:5]:  # (fresh: nothing cached; the runs of letters, digits, CJK, base64)
+        glued.clear()
+        tok = tokmap.load(_tok.path)
+        assert tok.encode(text, add_special_tokens=False) == sp.encode(text)
+        assert glued and glued[-1] is not None, (name, text[:10])
+
+
+def test_bpe_pair_table_is_built_when_it_pays(pair):
+    """The pair table waits until the heap has merged PAIR_TABLE_CHARS in long runs (one such run
+    does not pay for it), then serves the runs after, with the same ids."""
+    from tokmap.runtime.models import spm as spm_model
+
+    sp, _tok = pair("mistral-v3")
+    tok = tokmap.load(_tok.path)
+    text = _long_runs_of_chars(seed=8)[0][:spm_model.CHUNK_CHARS + 10]
+    n = -(-spm_model.PAIR_TABLE_CHARS // len(text))
+    for k in range(n + 1):
+        assert tok.encode(text[k:] + text[:k], add_special_tokens=False) == sp.encode(text[k:] + text[:k])
+        assert (tok.model._pairs is None) == (k < n - 1), k
+
+
+def test_bpe_pair_table_ties(tmp_path, monkeypatch):
+    """Two results of one score ("ab" and "ba", -1) need leftmost-first across them, which ranks
+    cannot give: the table lists them as ties and a run holding either goes to the heap, with
+    sentencepiece's ids ("bab": "ba" + "b", where ranking "ab" first would give "b" + "ab").
+    A piece holding a char that is no piece of its own gives no table at all."""
+    spm = pytest.importorskip("sentencepiece")
+    from tokmap.runtime.models import spm as spm_model
+    from tokmap.runtime.models import spm_chunks
+
+    monkeypatch.setattr(spm_model, "PAIR_TABLE_CHARS", 0)
+    glued = []
+    merge_run = spm_chunks.merge_run
+    monkeypatch.setattr(spm_chunks, "merge_run", lambda *a: glued.append(r := merge_run(*a)) or r)
+    tail = _field(2, 2, _field(3, 0, _varint(2)))
+    base = _piece("<unk>", 0, 2) + _piece("<s>", 0, 3) + _piece("</s>", 0, 3) + _piece("a", -3) + _piece("b", -4)
+    (tmp_path / "t.model").write_bytes(base + _piece("ab", -1) + _piece("ba", -1) + _piece("c", -5)
+                                       + _piece("ca", -2) + tail)
+    tokmap.export(tmp_path / "t.model", tmp_path / "t.mtok")
+    sp, tok = spm.SentencePieceProcessor(model_file=str(tmp_path / "t.model")), tokmap.load(tmp_path / "t.mtok")
+    tok.encode("a")
+    table = spm_chunks.pair_table(tok.model.pieces, tok.model.scores)
+    assert sorted(table.ties) == ["ab", "ba"]
+    rng = random.Random(3)
+    texts = ["bab", "".join(rng.choice("ab") for _ in range(3000)), "".join(rng.choice("ac") for _ in range(3000)),
+             "".join(rng.choice("abc") for _ in range(5000)) * 8]
+    assert sp.encode("bab")[-2:] == [6, 4]  # ("▁" is unknown here)
+    assert not _compare(sp, tok, texts)
+    assert [g is not None for g in glued] == [False, True, False]  # (only the run without a tie)
+    assert spm_chunks.pair_table({"a": 1, "xa": 2}, [0.0, -1.0, -2.0]) is None

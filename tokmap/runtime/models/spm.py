@@ -19,6 +19,10 @@ exact outright. For Unigram a remembered run is reused only where its Viterbi ch
 than float32 rounding could move them at the scores the text reaches (_unigram_word); another run
 is decoded from the score carried in, and a text long enough for the lattice to rebase its scores
 is decoded whole.
+
+A long BPE run merges as overlapping chunks glued where they agree (bpe_chunks.py): a run of one
+char by the heap, each distinct chunk once (_bpe_run), any other by the numpy batch merge over a
+merge table derived from the pieces (spm_chunks.py).
 """
 
 from __future__ import annotations
@@ -41,6 +45,8 @@ MAX_RESEGMENT_DEPTH = 100
 RESET = 100000.0  # |path score| above which the Unigram lattice rebases its scores (sentencepiece 0.2.3)
 NO_REBASE = RESET / 1.001  # chars x largest |score| below this: the lattice cannot reach RESET
 RUN_CHARS = 512  # a BPE run this long of one char merges as glued chunks (_bpe_run)
+CHUNK_CHARS = 2048  # ... and one this long of other chars, by numpy (spm_chunks.py), once such
+PAIR_TABLE_CHARS = 1 << 15  # runs hold this many chars in all (the heap takes ~1 us a char)
 # A merge can never cross the start of a "▁" that follows another character when no piece holds
 # such a pair: the text then splits there into independent runs (memoised). findall of _RUNS
 # gives those runs (each "▁"s then other chars, or a leading run of other chars), as a split at
@@ -87,7 +93,9 @@ class SentencePiece(VocabFile):
             raise ValueError("spm_scores / spm_types / token_offsets sizes disagree")
         self._ready = False
         self.cache: dict[str, list[int]] = {}  # BPE: run -> ids
-        self._piece_len = None  # every piece's length in chars (numpy), for long runs (_bpe_run)
+        self._piece_len = None  # every piece's length in chars (numpy), for long runs (_piece_lengths)
+        self._pairs = None  # spm_chunks.pair_table, once long runs need it (_bpe_long; False: none)
+        self._heap_chars = 0  # chars in the runs of CHUNK_CHARS or more merged by the heap so far
         self.word_cache: dict[str, tuple] = {}  # Unigram: run -> (ids, slack, path scores)
         self._u: dict[int, float] = {}  # text length -> _rounding(length)
 
@@ -187,14 +195,46 @@ class SentencePiece(VocabFile):
                 cache.clear()
             for k, w in enumerate(runs):
                 if parts[k] is None:
-                    parts[k] = ids = (len(w) >= RUN_CHARS and self._bpe_run(w)) or self._finish(self._bpe(w))
+                    parts[k] = ids = (len(w) >= RUN_CHARS and self._bpe_long(w)) or self._finish(self._bpe(w))
                     if len(w) <= WORD_CACHE_LEN:
                         cache[w] = ids
         return self._join(parts)
 
-    def _bpe_run(self, w: str) -> list[int] | None:
-        """_finish(_bpe(w)) of a long run of one char (up to RUN_EDGE other chars at either end: the
-        leading U+2581), as glued chunks (models/bpe_chunks.py), each distinct one merged once;
+    def _bpe_long(self, w: str) -> list[int] | None:
+        """_finish(_bpe(w)) of a long run as glued chunks: of one char repeated (_bpe_run), or from
+        CHUNK_CHARS on of any chars, merged by numpy (spm_chunks.py); None where neither applies."""
+        got = self._bpe_run(w)
+        if got is None and len(w) >= CHUNK_CHARS:
+            from .spm_chunks import merge_run, pair_table
+
+            if self._pairs is None:
+                # Built once the heap would have merged PAIR_TABLE_CHARS in such runs (its cost
+                # then matches the table's, ~30 ms for mistral-v3's 32K pieces), so text with a few
+                # such runs never pays more than twice the heap's time for them.
+                self._heap_chars += len(w)
+                if self._heap_chars >= PAIR_TABLE_CHARS:
+                    self._pairs = pair_table(self.pieces, self.scores) or False
+            if self._pairs:
+                got = merge_run(self._pairs, w, self.pieces, self.user, self.unk_id, self._piece_lengths())
+        if got is None:
+            return None
+        from .spm_chunks import finish_ids
+
+        return finish_ids(got, w, self._piece_lengths(), self.unk_id, self.byte_fallback, self.byte_ids)
+
+    def _piece_lengths(self):
+        """Every piece's length in chars (numpy), an unknown char's (unk_id) one."""
+        if self._piece_len is None:
+            import numpy as np
+
+            self._piece_len = np.ones(self.n, np.int64)
+            self._piece_len[list(self.pieces.values())] = list(map(len, self.pieces))
+            self._piece_len[self.unk_id] = 1
+        return self._piece_len
+
+    def _bpe_run(self, w: str):
+        """BPE ids (numpy, before _finish) of a long run of one char (up to RUN_EDGE other chars at
+        either end: the leading U+2581), as glued chunks (models/bpe_chunks.py), each distinct one merged once;
         None when w is no such run, holds a user-defined symbol, or its chunks do not glue.
         SentencePiece's BPE is sequential BPE with the best score first, leftmost on ties, so
         the chunk glue's properties hold; and where runs are cut (self.cut) no piece is UNUSED,
@@ -210,12 +250,7 @@ class SentencePiece(VocabFile):
         if head > RUN_EDGE or tail > RUN_EDGE or w.count(c, head, n - tail) != n - head - tail \
                 or c not in pieces or any(u in w for u in self.user):
             return None
-        if self._piece_len is None:  # every piece's length in chars; an unknown char is one
-            self._piece_len = np.ones(self.n, np.int64)
-            self._piece_len[list(pieces.values())] = list(map(len, pieces))
-            self._piece_len[self.unk_id] = 1
-        tok_len = self._piece_len
-        unk = self.unk_id
+        tok_len = self._piece_lengths()
         layout = run_layout(n, [len(p) for p, _i in self._bpe(w[:head + RUN_PROBE])])
         if layout is None:
             return None
@@ -232,14 +267,7 @@ class SentencePiece(VocabFile):
                 counts.append(len(ids))
             return np.array(out, np.int64), np.array(counts, np.int64)
 
-        got = merge_piece(n, layout[0], merge_chunks, tok_len, **layout[1])
-        if got is None:
-            return None
-        if not (got == unk).any():  # (_finish changes only unknown pieces)
-            return got.tolist()
-        ends = np.cumsum(tok_len[got])
-        return self._finish(list(zip(map(w.__getitem__, map(slice, (ends - tok_len[got]).tolist(), ends.tolist())),
-                                     got.tolist())))
+        return merge_piece(n, layout[0], merge_chunks, tok_len, **layout[1])
 
     def _join(self, parts: list) -> list[int]:
         """The runs' ids in order. Without byte fallback a run of unknowns spanning two runs
