@@ -20,9 +20,10 @@ than float32 rounding could move them at the scores the text reaches (_unigram_w
 is decoded from the score carried in, and a text long enough for the lattice to rebase its scores
 is decoded whole.
 
-A long BPE run merges as overlapping chunks glued where they agree (bpe_chunks.py): a run of one
-char by the heap, each distinct chunk once (_bpe_run), any other by the numpy batch merge over a
-merge table derived from the pieces (spm_chunks.py).
+BPE merges each distinct run of a call once. Once a text has many, the short ones merge in one
+numpy batch over a merge table derived from the pieces (spm_chunks.py), and a long one as
+overlapping chunks glued where they agree (bpe_chunks.py): a run of one char by the heap, each
+distinct chunk once (_bpe_run), any other by that batch merge.
 """
 
 from __future__ import annotations
@@ -31,8 +32,8 @@ import heapq
 import math
 import re
 import struct
-from itertools import chain, compress
-from operator import itemgetter
+from itertools import chain, compress, repeat
+from operator import is_, itemgetter
 
 from ... import mtok
 from . import WORD_CACHE_LEN, WORD_CACHE_MAX, concat
@@ -45,8 +46,12 @@ MAX_RESEGMENT_DEPTH = 100
 RESET = 100000.0  # |path score| above which the Unigram lattice rebases its scores (sentencepiece 0.2.3)
 NO_REBASE = RESET / 1.001  # chars x largest |score| below this: the lattice cannot reach RESET
 RUN_CHARS = 512  # a BPE run this long of one char merges as glued chunks (_bpe_run)
-CHUNK_CHARS = 2048  # ... and one this long of other chars, by numpy (spm_chunks.py), once such
-PAIR_TABLE_CHARS = 1 << 15  # runs hold this many chars in all (the heap takes ~1 us a char)
+CHUNK_CHARS = 2048  # ... and one this long of other chars, by numpy (spm_chunks.py)
+BATCH_WORD_CHARS = 64  # runs up to this long merge in one numpy batch (spm_chunks.merge_words) ...
+BATCH_CHARS = 2048  # ... when a call's distinct new ones hold this many chars
+# The numpy merges' table is built once the heap would have merged this many chars per piece: the
+# table costs ~1.7 us a piece (mistral-v3's 32K: ~55 ms), the heap ~1 us a char.
+TABLE_CHARS_PER_PIECE = 2
 # A merge can never cross the start of a "▁" that follows another character when no piece holds
 # such a pair: the text then splits there into independent runs (memoised). findall of _RUNS
 # gives those runs (each "▁"s then other chars, or a leading run of other chars), as a split at
@@ -95,7 +100,7 @@ class SentencePiece(VocabFile):
         self.cache: dict[str, list[int]] = {}  # BPE: run -> ids
         self._piece_len = None  # every piece's length in chars (numpy), for long runs (_piece_lengths)
         self._pairs = None  # spm_chunks.pair_table, once long runs need it (_bpe_long; False: none)
-        self._heap_chars = 0  # chars in the runs of CHUNK_CHARS or more merged by the heap so far
+        self._heap_chars = 0  # chars of the runs the heap would have merged so far (_table_for)
         self.word_cache: dict[str, tuple] = {}  # Unigram: run -> (ids, slack, path scores)
         self._u: dict[int, float] = {}  # text length -> _rounding(length)
 
@@ -187,40 +192,84 @@ class SentencePiece(VocabFile):
         return self._finish(self._unigram(text)[0])
 
     def _bpe_runs(self, runs: list[str]) -> list[int]:
-        """BPE over each run apart (see _RUNS), remembered per run when short."""
+        """BPE over each run apart (see _RUNS), each distinct one once, remembered when short."""
         cache = self.cache
         parts = list(map(cache.get, runs))
         if None in parts:
             if len(cache) >= WORD_CACHE_MAX:
                 cache.clear()
-            for k, w in enumerate(runs):
-                if parts[k] is None:
-                    parts[k] = ids = (len(w) >= RUN_CHARS and self._bpe_long(w)) or self._finish(self._bpe(w))
-                    if len(w) <= WORD_CACHE_LEN:
-                        cache[w] = ids
+            fresh = dict.fromkeys(compress(runs, map(is_, parts, repeat(None))))
+            fresh.update(zip(fresh, self._bpe_fresh(list(fresh))))
+            parts = list(map(fresh.get, runs, parts))  # (a hit: not in fresh, its part as it was)
+            cache.update(kv for kv in fresh.items() if len(kv[0]) <= WORD_CACHE_LEN)
         return self._join(parts)
 
-    def _bpe_long(self, w: str) -> list[int] | None:
-        """_finish(_bpe(w)) of a long run as glued chunks: of one char repeated (_bpe_run), or from
-        CHUNK_CHARS on of any chars, merged by numpy (spm_chunks.py); None where neither applies."""
-        got = self._bpe_run(w)
-        if got is None and len(w) >= CHUNK_CHARS:
-            from .spm_chunks import merge_run, pair_table
+    def _bpe_fresh(self, words: list[str]) -> list:
+        """The ids of each of these distinct runs: the short ones by one numpy batch merge over the
+        pair table when they are many (spm_chunks.merge_words), long ones as glued chunks where
+        they can be (_bpe_run, _bpe_chunked), the rest by the heap (_bpe). code.txt under mistral-v3, cold:
+        its 98K runs, 18K distinct, took the heap 1.5 s, one merge per run."""
+        n_chars = list(map(len, words))
+        out: list = [None] * len(words)
+        heap_chars = 0  # (the runs _bpe_run takes need no table)
+        for k in compress(range(len(words)), map(RUN_CHARS.__le__, n_chars)):
+            got = self._bpe_run(words[k])
+            if got is None:
+                heap_chars += n_chars[k]
+            else:
+                out[k] = self._finish_one(got, words[k])
+        heap_chars += sum(n for n in n_chars if n < RUN_CHARS)
+        table = self._table_for(heap_chars)
+        if table is not None:
+            short = [k for k, n in enumerate(n_chars) if n <= BATCH_WORD_CHARS]
+            if sum(n_chars[k] for k in short) >= BATCH_CHARS:
+                from .spm_chunks import merge_words
 
-            if self._pairs is None:
-                # Built once the heap would have merged PAIR_TABLE_CHARS in such runs (its cost
-                # then matches the table's, ~30 ms for mistral-v3's 32K pieces), so text with a few
-                # such runs never pays more than twice the heap's time for them.
-                self._heap_chars += len(w)
-                if self._heap_chars >= PAIR_TABLE_CHARS:
-                    self._pairs = pair_table(self.pieces, self.scores) or False
-            if self._pairs:
-                got = merge_run(self._pairs, w, self.pieces, self.user, self.unk_id, self._piece_lengths())
-        if got is None:
+                if len(short) == len(words):  # (then no run was long)
+                    out = merge_words(table, words, n_chars, self.pieces, self.unk_id, self._finish_words)
+                else:
+                    got = merge_words(table, [words[k] for k in short], [n_chars[k] for k in short], self.pieces,
+                                      self.unk_id, self._finish_words)
+                    any(map(out.__setitem__, short, got))  # (__setitem__ returns None: all run)
+        for k in compress(range(len(words)), map(is_, out, repeat(None))):
+            w = words[k]
+            out[k] = (n_chars[k] >= CHUNK_CHARS and self._bpe_chunked(w, table)) or self._finish(self._bpe(w))
+        return out
+
+    def _table_for(self, chars: int):
+        """The pair table (spm_chunks.pair_table), or None. It is built once the runs the heap would
+        have merged reach TABLE_CHARS_PER_PIECE chars a piece in all (chars: this call's), when
+        the heap's time has matched the table's: a text of a few misses never pays for it, and
+        none pays much more than twice what the heap alone would have cost."""
+        if self._pairs is None:
+            self._heap_chars += chars
+            if self._heap_chars >= TABLE_CHARS_PER_PIECE * len(self.pieces):
+                from .spm_chunks import pair_table
+
+                self._pairs = pair_table(self.pieces, self.scores, self.user) or False
+        return self._pairs or None
+
+    def _bpe_chunked(self, w: str, table) -> list[int] | None:
+        """_finish(_bpe(w)) of a long run that is no run of one char, as glued chunks merged by numpy
+        over table (spm_chunks.merge_run), or None."""
+        if table is None:
             return None
-        from .spm_chunks import finish_ids
+        from .spm_chunks import merge_run
 
-        return finish_ids(got, w, self._piece_lengths(), self.unk_id, self.byte_fallback, self.byte_ids)
+        got = merge_run(table, w, self.pieces, self.unk_id, self._piece_lengths())
+        return None if got is None else self._finish_one(got, w)
+
+    def _finish_one(self, ids, w: str) -> list[int]:
+        """_finish of one run merged as glued chunks (ids: numpy)."""
+        import numpy as np
+
+        return self._finish_words(ids, np.array([len(ids)]), w)[0].tolist()
+
+    def _finish_words(self, ids, counts, text: str):
+        """_finish of runs merged by numpy (spm_chunks.finish_words)."""
+        from .spm_chunks import finish_words
+
+        return finish_words(ids, counts, text, self._piece_lengths(), self.unk_id, self.byte_fallback, self.byte_ids)
 
     def _piece_lengths(self):
         """Every piece's length in chars (numpy), an unknown char's (unk_id) one."""

@@ -9,8 +9,8 @@ derives one from the pieces on the first such run (runs of one char: spm._bpe_ru
 Why the table is SentencePiece's BPE. The heap merges the adjacent pair of symbols whose
 concatenation is a kept piece (normal, user-defined or unused) with the highest score, the
 leftmost of equal ones. Every symbol is a kept piece or a single char, so when every char of every
-kept piece is itself a kept piece, the pairs that can ever merge are exactly the splits of kept
-pieces into two kept pieces: the table lists each split as (left id, right id) -> result, ranked
+kept piece (but the user-defined symbols, see below) is itself a kept piece, the pairs that can
+ever merge are exactly the splits of kept pieces into two kept pieces: the table lists each split as (left id, right id) -> result, ranked
 by the result's score, highest first. Splits of one result share its rank, and the batch merge
 takes equal ranks leftmost first, as the heap does. Two different results with one score would
 need that rule across them, which a rank cannot give: those results ("ties") get ranks apart, and
@@ -32,16 +32,44 @@ MAX_TIES = 64  # more results sharing a score than this: no table (each is a sub
 
 
 class PairTable:
-    """The merge table pair_table derives, with the strings of the tied results."""
+    """The merge table pair_table derives, with the strings a word it merges must not hold: the
+    tied results and the user-defined symbols."""
 
-    def __init__(self, merger: BatchMerger, ties: list[str]):
+    def __init__(self, merger: BatchMerger, ties: list[str], user):
         self.merger, self.ties = merger, ties
+        self.banned = sorted(set(ties) | set(user), key=len, reverse=True)
+        # One scan of the words joined by NUL finds the words holding any (a NUL in a banned
+        # string: each word is scanned for each string instead).
+        self._rx = None
+        if self.banned and not any("\0" in b for b in self.banned):
+            import re
+
+            self._rx = re.compile("|".join(map(re.escape, self.banned)))
+
+    def holds_banned(self, w: str) -> bool:
+        return any(b in w for b in self.banned)
+
+    def banned_words(self, words: list[str], n_chars: np.ndarray) -> np.ndarray:
+        """Which words hold a banned string (bool per word)."""
+        out = np.zeros(len(words), bool)
+        if not self.banned:
+            return out
+        if self._rx is None:
+            out[:] = [self.holds_banned(w) for w in words]
+            return out
+        at = [m.start() for m in self._rx.finditer("\0".join(words))]
+        if at:
+            starts = np.cumsum(n_chars + 1) - (n_chars + 1)  # each word's start in the joined text
+            out[np.searchsorted(starts, at, side="right") - 1] = True
+        return out
 
 
-def pair_table(pieces: dict[str, int], scores) -> PairTable | None:
+def pair_table(pieces: dict[str, int], scores, user=()) -> PairTable | None:
     """The merge table of SentencePiece's BPE over `pieces` (kept piece -> id; scores: by id), or
-    None where it would not be exact (see the top)."""
-    chars = set().union(*pieces) if pieces else set()
+    None where it would not be exact (see the top); user: the user-defined symbols."""
+    # (a user-defined symbol's chars need not be pieces: a word holding it is refused, and no other
+    # merge can make it)
+    chars = set().union(*(p for p in pieces if p not in user)) if pieces else set()
     if not all(c in pieces for c in chars):
         return None
     get = pieces.get
@@ -78,22 +106,53 @@ def pair_table(pieces: dict[str, int], scores) -> PairTable | None:
     ties = [strs[i] for i in res_ids[tied].tolist()]
     ranks = rank_of[np.searchsorted(res_ids, results)]
     merger = BatchMerger(keys.astype("<u8").tobytes(), ranks.astype("<u4").tobytes(), results.astype("<u4").tobytes())
-    return PairTable(merger, ties)
+    return PairTable(merger, ties, user)
 
 
-def merge_run(table: PairTable, w: str, pieces: dict[str, int], user, unk: int, tok_len: np.ndarray):
-    """BPE ids of w as glued chunks merged by table (unknown chars: unk, one char each), or None
-    when w holds a tied result or a user-defined symbol, is mostly runs of one char ("aaaa":
-    spm._bpe_run's, or the heap's), or its chunks do not glue. tok_len: every id's length in chars."""
-    if any(t in w for t in table.ties) or any(u in w for u in user):
-        return None
-    cps = np.frombuffer(w.encode("utf-32-le"), "<u4")
-    if not worth_chunking(cps):
-        return None
-    # Each distinct char's id once (np.unique: 10^6 random letters or CJK ideographs ~28 ms,
-    # against ~50 for a dict lookup per char).
+def _symbols(text: str, pieces: dict[str, int], unk: int) -> np.ndarray:
+    """Each char's piece id (unk where it is none), each distinct char looked up once (np.unique:
+    10^6 random letters or CJK ideographs ~28 ms, against ~50 for a dict lookup per char)."""
+    cps = np.frombuffer(text.encode("utf-32-le"), "<u4")
     chars, which = np.unique(cps, return_inverse=True)
-    sym = np.array([pieces.get(chr(c), unk) for c in chars.tolist()], np.int32)[which]
+    return np.array([pieces.get(chr(c), unk) for c in chars.tolist()], np.int32)[which]
+
+
+def merge_words(table: PairTable, words: list[str], n_chars: list[int], pieces: dict[str, int], unk: int,
+                finish) -> list:
+    """BPE ids of each word (distinct short runs) by one batch merge, None for a word holding a
+    banned string (the caller's heap merges it). finish(ids, counts, text): spm's unknown-piece
+    rule over the merged words back to back (finish_words)."""
+    lengths = np.array(n_chars, np.int64)
+    banned = table.banned_words(words, lengths)
+    ok = np.flatnonzero(~banned)
+    out: list = [None] * len(words)
+    if not len(ok):
+        return out
+    if len(ok) < len(words):
+        words = [words[k] for k in ok.tolist()]
+        lengths = lengths[ok]
+    text = "".join(words)
+    ids, counts = table.merger.merge(_symbols(text, pieces, unk), lengths)
+    ids, counts = finish(ids.astype(np.int64), counts, text)
+    from .textparts import tuples
+
+    parts = tuples(ids, np.cumsum(counts) - counts, counts)
+    if len(ok) == len(out):
+        return parts
+    any(map(out.__setitem__, ok.tolist(), parts))
+    return out
+
+
+def merge_run(table: PairTable, w: str, pieces: dict[str, int], unk: int, tok_len: np.ndarray):
+    """BPE ids of w as glued chunks merged by table (unknown chars: unk, one char each), or None
+    when w holds a banned string (a tied result or a user-defined symbol), is mostly runs of one
+    char ("aaaa": spm._bpe_run's, or the heap's), or its chunks do not glue. tok_len: every
+    id's length in chars."""
+    if table.holds_banned(w):
+        return None
+    if not worth_chunking(np.frombuffer(w.encode("utf-32-le"), "<u4")):
+        return None
+    sym = _symbols(w, pieces, unk)
     merge = table.merger.merge
 
     def merge_chunks(starts, ends):
@@ -105,32 +164,37 @@ def merge_run(table: PairTable, w: str, pieces: dict[str, int], user, unk: int, 
     return merge_piece(len(w), None, merge_chunks, tok_len)
 
 
-def finish_ids(got: np.ndarray, w: str, tok_len: np.ndarray, unk: int, byte_fallback: bool,
-               byte_ids: list[int]) -> list[int]:
-    """spm.SentencePiece._finish of the glued ids of w (tok_len: every id's length in chars), where
-    every unknown piece (unk) is one char: with byte fallback its UTF-8 bytes' ids, else a run
-    of unknowns collapsed to one unk. In numpy: 10^6 random letters under a model without
-    capitals, 957K tokens, took the per-token loop ~380 ms."""
-    is_unk = got == unk
+def finish_words(ids: np.ndarray, counts: np.ndarray, text: str, tok_len: np.ndarray, unk: int,
+                 byte_fallback: bool, byte_ids: list[int]):
+    """spm.SentencePiece._finish of each of several words merged back to back (ids, counts: per
+    word; text: the words joined), where every unknown piece (unk) is one char: with byte
+    fallback its UTF-8 bytes' ids, else a run of unknowns within a word collapsed to one unk.
+    (ids, counts) after it. In numpy: 10^6 random letters under a model without capitals,
+    957K tokens, took the per-token loop ~380 ms."""
+    is_unk = ids == unk
     if not is_unk.any():
-        return got.tolist()
+        return ids, counts
     if not byte_fallback:
-        keep = np.ones(len(got), bool)
+        keep = np.ones(len(ids), bool)
         keep[1:] = ~(is_unk[1:] & is_unk[:-1])
-        return got[keep].tolist()
+        keep[np.cumsum(counts)[:-1]] = True  # (a word's first id: the word before is apart)
+        word = np.repeat(np.arange(len(counts)), counts)
+        return ids[keep], np.bincount(word[keep], minlength=len(counts)).astype(np.int64)
     from .textparts import ranges
 
-    raw = np.frombuffer(w.encode("utf-8"), np.uint8)
+    raw = np.frombuffer(text.encode("utf-8"), np.uint8)
     lead = np.append(np.flatnonzero((raw & 0xC0) != 0x80), len(raw))  # each char's first byte
     at = np.flatnonzero(is_unk)
-    sizes = tok_len[got]
+    sizes = tok_len[ids]
     char = (np.cumsum(sizes) - sizes)[at]  # each unknown's char
     first, width = lead[char], lead[char + 1] - lead[char]
-    counts = np.ones(len(got), np.int64)
-    counts[at] = width
-    begin = np.cumsum(counts) - counts
-    out = np.empty(int(counts.sum()), np.int64)
+    per_id = np.ones(len(ids), np.int64)
+    per_id[at] = width
+    begin = np.cumsum(per_id) - per_id
+    out = np.empty(int(per_id.sum()), np.int64)
     known = np.flatnonzero(~is_unk)
-    out[begin[known]] = got[known]
+    out[begin[known]] = ids[known]
     out[ranges(begin[at], width)] = np.array(byte_ids, np.int64)[raw[ranges(first, width)]]
-    return out.tolist()
+    word_ends = np.cumsum(counts)
+    new_ends = np.concatenate(([0], np.cumsum(per_id)))[word_ends]
+    return out, np.diff(np.concatenate(([0], new_ends)))
