@@ -439,6 +439,40 @@ def test_inert_characters(name, pair):
     assert not bad, f"{len(bad)} differ, first: {bad[:5]!r}"
 
 
+def _context_texts(seed: int, n: int) -> list[str]:
+    """Text where charsmap keys span several characters: kana with combining voiced marks,
+    half-width katakana with their marks, Latin letters with combining accents (NFD), Hangul
+    jamo, among plain text, spaces and other marks, at every position (ends included)."""
+    rng = random.Random(seed)
+    bits = ["\u304b", "\u3099", "\u309a", "\u30cf", "\u3046", "\uff76", "\uff9e", "\uff9f", "e", "a", "\u0301",
+            "\u0300", "\u0308", "\u0327", "\u1100", "\u1161", "\u11a8", "\u3000", " ", "  ", "x", "\u732b",
+            "\u3002", "\uff21", "\u2460", "\u00e9", "\u0338", "=", "<", "A", "\u212b", "\u1e9b", "\u0323"]
+    return ["".join(rng.choice(bits) for _ in range(rng.randint(1, 14))) for _ in range(n)]
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_keys_across_characters(name, pair):
+    """Where a charsmap key goes on from a character into the next (NormalizePrefix's longest
+    match over "か" + U+3099, "e" + U+0301), the str path (normalize: _alone and _key_at) makes
+    what the byte loop makes, and the ids are sentencepiece's."""
+    sp, tok = pair(name)
+    tok.encode("x")
+    nz = tok.pipeline.normalizers[0]
+    texts = _context_texts(31, 4000) + ["\u304b\u3099" * 300 + "\u3099", "e\u0301" * 500, "\u304b" * 5 + "e"]
+    nz._build_mixed()
+
+    def byte_loop(s):
+        plain, nz.plain_run = nz.plain_run, None
+        try:
+            return nz.normalize_bytes(s.encode("utf-8")).decode("utf-8")
+        finally:
+            nz.plain_run = plain
+
+    bad = [s for s in texts if nz.normalize(s)[0] != byte_loop(s)]
+    assert not bad, f"{len(bad)} differ, first: {bad[:5]!r}"
+    assert not _compare(sp, tok, texts[:1500])
+
+
 SPM_RUNS = ["a" * 5000, " " * 5000, "1" * 3000, "中" * 2000, "." * 4000, "x" + "a" * 5000, "a" * 5000 + "b",
             "xyz" + " " * 4000 + "!?", "a" * 512, "a" * 513, "ab" + "a" * 2000, "\u00e9" * 3000, "Q" * 17 + "a" * 3000,
             "a" * 3000 + "Q" * 20, "hello " + "-" * 2500 + " world", "\U0001F600" + "a" * 3000, "\U0001F600" * 2000,

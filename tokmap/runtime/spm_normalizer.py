@@ -79,6 +79,11 @@ class CharsMap:
 
     def longest(self, data, pos: int) -> tuple[int, int]:
         """(length, value offset) of the longest of the first 32 keys that prefix data[pos:]; (0, 0)."""
+        return self.longest_to_end(data, pos)[:2]
+
+    def longest_to_end(self, data, pos: int) -> tuple[int, int, bool]:
+        """longest(), and whether the walk was still on the trie at the end of data (so that more
+        data could have made a longer key)."""
         units = self.units
         n = len(units)
         u = units[0]
@@ -100,7 +105,9 @@ class CharsMap:
                 found += 1
                 if found == MAX_TRIE_RESULTS:
                     break
-        return best_len, best_val
+        else:
+            return best_len, best_val, True
+        return best_len, best_val, False
 
     def walk(self, key: bytes) -> tuple[bool, int | None]:
         """(whether some key is a prefix of `key`, the trie node after all of `key` or None when
@@ -121,6 +128,48 @@ class CharsMap:
             if u & 0x100:
                 hit = True
         return hit, node
+
+    def step(self, node: int, c: int):
+        """(the node after byte c from `node`, whether a key ends there), or None off the trie."""
+        units = self.units
+        node ^= c
+        if node >= len(units):
+            return None
+        u = units[node]
+        if u & 0x800000FF != c:
+            return None
+        return node ^ ((u >> 10) << ((u & 0x200) >> 6)), bool(u & 0x100)
+
+    def next_chars(self, node: int, limit: int = 512):
+        """The characters whose UTF-8 bytes some key goes on with from `node` (a node walk()
+        returned): a frozenset, or None when a key ends inside such a character, a child byte
+        starts no valid character, or there are more than `limit` of them."""
+        out = set()
+        todo = [(node, b"")]
+        while todo:
+            at, head = todo.pop()
+            for c in self.children(at):
+                key = head + bytes([c])
+                got = self.step(at, c)
+                if got is None:
+                    continue
+                nxt, key_end = got
+                need = 1 if key[0] < 0x80 else 2 if 0xC2 <= key[0] < 0xE0 else 3 if 0xE0 <= key[0] < 0xF0 \
+                    else 4 if 0xF0 <= key[0] < 0xF5 else 0
+                if not need or (len(key) > 1 and c & 0xC0 != 0x80):
+                    return None
+                if len(key) < need:
+                    if key_end:
+                        return None
+                    todo.append((nxt, key))
+                    continue
+                try:
+                    out.add(key.decode("utf-8"))
+                except UnicodeDecodeError:  # (an overlong or surrogate form: no text holds it)
+                    continue
+                if len(out) > limit:
+                    return None
+        return frozenset(out)
 
     def children(self, node: int) -> list[int]:
         """The bytes that continue some key from `node` (a node walk() returned), in order.
@@ -383,31 +432,37 @@ class SpmNormalizer:
             self._build()
         self.plain_run = re.compile(self._inert.bytes_pattern(b" ") + b"+")
         self._pieces = re.compile("(" + self._inert.str_pattern(" ", self._free) + "+)|.", re.S)
-        self._single: dict[str, str | None] = {}
+        self._single: dict[str, str | tuple | None] = {}
         self._user_first = {u[0] for u in self.user if u}
         return self._pieces
 
-    def _alone(self, c: str) -> str | None:
-        """What NormalizePrefix makes of character c wherever it stands, or None when that can
-        depend on what follows: a user-defined symbol may start with it, some charsmap key
-        extends past it, or the match ends inside it (memoised, bounded)."""
+    def _alone(self, c: str):
+        """What NormalizePrefix makes of character c wherever it stands (a str); (that str, the
+        characters after which it does not hold) when some charsmap key goes on from c into the
+        next character (a kana and a combining voiced mark: NFKC composes them), which costs the
+        whole text the byte loop only where such a character follows; or None when it cannot be
+        told: a user-defined symbol may start with c, a key goes on into a character it cannot
+        enumerate, or the match ends inside c (memoised, bounded)."""
         got = self._single.get(c, 0)
         if got != 0:
             return got
         data = c.encode("utf-8", "surrogatepass")
         res = None
         if data[0] not in self._user_first and not 0xD800 <= ord(c) < 0xE000:
-            free = True
+            nexts = frozenset()
             if self.charsmap is not None:
                 _hit, node = self.charsmap.walk(data)
-                free = node is None or not self.charsmap.children(node)
-            if free:
+                if node is not None and self.charsmap.children(node):
+                    nexts = self.charsmap.next_chars(node)
+            if nexts is not None:
                 sp, ln = self.prefix(data, 0)
                 if ln == len(data):
                     try:
                         res = sp.decode("utf-8")
                     except UnicodeDecodeError:
                         res = None
+                    if res is not None and nexts:
+                        res = (res, nexts)
         if len(self._single) >= 1 << 12:
             self._single.clear()
         self._single[c] = res
@@ -420,13 +475,26 @@ class SpmNormalizer:
         alone = self._alone
         parts = []
         pieces = self._pieces if self._pieces is not None else self._build_mixed()
+        skip = 0  # where the text goes on after a charsmap key that spanned several characters
         for m in pieces.finditer(text):
             run = m.group(1)
+            if m.start() < skip:
+                if m.end() > skip:  # (only a run can reach past it: a tail of inert characters)
+                    parts.append((True, text[skip:m.end()]))
+                continue
             if run is not None:
                 parts.append((True, run))
             else:
                 sp = alone(m.group())
-                if sp is None:
+                if type(sp) is tuple:  # (what c becomes, unless one of these chars follows)
+                    if text[m.end():m.end() + 1] in sp[1]:
+                        got = self._key_at(text, m.start())
+                        if got is None:
+                            return None
+                        sp, skip = got
+                    else:
+                        sp = sp[0]
+                elif sp is None:
                     return None
                 parts.append((False, sp))
         ws, remove = self.ws, self.remove_extra
@@ -456,6 +524,25 @@ class SpmNormalizer:
         if self.add_dummy_prefix and self.suffix:
             res += ws
         return res
+
+    def _key_at(self, text: str, i: int):
+        """(what the charsmap's longest key at text[i] becomes, where the text goes on after it),
+        for a character _alone says a key may go on from (no user-defined symbol starts with it);
+        None when the key ends inside a character or its value is no UTF-8. Walks a window of
+        the text that grows until the trie walk ends inside it (NFD text: "e" + U+0301 -> "é")."""
+        width = 8
+        while True:
+            data = text[i:i + width].encode("utf-8")
+            ln, v, open_end = self.charsmap.longest_to_end(data, 0)
+            if not open_end or i + width >= len(text):
+                break
+            width *= 4
+        if not ln:  # no key: the character stays as it is
+            return text[i], i + 1
+        try:
+            return self.charsmap.value(v).decode("utf-8"), i + len(data[:ln].decode("utf-8"))
+        except UnicodeDecodeError:
+            return None
 
     def prefix(self, data, pos: int) -> tuple[bytes, int]:
         """SentencePiece's NormalizePrefix: (normalized bytes, input bytes consumed)."""
