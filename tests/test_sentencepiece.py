@@ -18,6 +18,7 @@ from gen_strings import generated, long_runs
 
 import tokmap
 from tokmap.errors import SourceError, UnsupportedError
+from tokmap.runtime import spm_normalizer
 
 MODELS = ["mistral-v3", "botchan_en_bpe_1000", "botchan_en_unigram_1000"]
 
@@ -353,6 +354,7 @@ def test_trained_options(kind, corpus, tmp_path, monkeypatch):
     texts = ["<sep>foo bar<sep>", "the the  thethe", "@@x@@", "<ctl> <s> </s> <unk>", " foo bar ", "  a  b  "]
     texts += generated(2_000, ["<sep>", "@@", "<ctl>"], seed=8) + _extra_strings(500)
     texts += [ln for ln in corpus("pride").split("\n")[:1500] if ln]
+    texts += [corpus("multi")[:300_000]]  # (long: the normalizer learns which chars stay as they are)
     bad = _compare(sp, tok, texts)
     assert not bad, f"{kind}: {len(bad)} of {len(texts)} differ, first: {bad[:3]}"
     if TRAINED[kind]["model_type"] == "bpe":
@@ -471,6 +473,42 @@ def test_keys_across_characters(name, pair):
     bad = [s for s in texts if nz.normalize(s)[0] != byte_loop(s)]
     assert not bad, f"{len(bad)} differ, first: {bad[:5]!r}"
     assert not _compare(sp, tok, texts[:1500])
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_learned_inert_characters(name, pair, corpus):
+    """A long text with many characters Inert's analysis cannot prove inert (Cyrillic, kana, and
+    those a key goes on from) teaches the normalizer those that stay as they are (_learn); its
+    runs then take them, with spaces before and between (collapsed, or kept, as the whitespace
+    steps say). The str path makes what the byte loop makes, before and after, and the ids
+    are sentencepiece's."""
+    sp, tok = pair(name)
+    tok = tokmap.load(tok.path)
+    tok.encode("x")
+    nz = tok.pipeline.normalizers[0]
+    rng = random.Random(12)
+    words = [w for w in corpus("multi").split() if not w.isascii()][:20000] + _context_texts(5, 3000)
+    text = "".join(rng.choice(words) + rng.choice([" ", " ", "  ", "   ", "", "\n", " \u3000 "]) for _ in range(30000))
+    assert len(text) >= spm_normalizer.LEARN_TEXT
+    nz._build_mixed()
+
+    def byte_loop(s):
+        plain, nz.plain_run = nz.plain_run, None
+        try:
+            return nz.normalize_bytes(s.encode("utf-8")).decode("utf-8")
+        finally:
+            nz.plain_run = plain
+
+    want = byte_loop(text)
+    assert nz.normalize(text)[0] == want
+    if nz.charsmap is not None:  # (mistral-v3 has none: every char is inert to begin with)
+        assert nz._learned >= spm_normalizer.LEARN_MIN
+    assert nz.normalize(text)[0] == want
+    shorts = [text[a:a + 40] for a in range(0, 60000, 37)] + _context_texts(6, 1000)
+    bad = [s for s in shorts if nz.normalize(s)[0] != byte_loop(s)]
+    assert not bad, f"{len(bad)} differ, first: {bad[:5]!r}"
+    assert tok.encode(text, add_special_tokens=False) == sp.encode(text)
+    assert not _compare(sp, tok, shorts[:800])
 
 
 SPM_RUNS = ["a" * 5000, " " * 5000, "1" * 3000, "中" * 2000, "." * 4000, "x" + "a" * 5000, "a" * 5000 + "b",

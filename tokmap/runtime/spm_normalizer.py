@@ -17,10 +17,20 @@ what follows), all over str.
 from __future__ import annotations
 
 import re
+from bisect import bisect_right
 
 from .. import mtok
 
 SPACE = "\u2581".encode("utf-8")
+_SPACES = re.compile(" {2,}")
+# In a text of LEARN_TEXT chars or more, once LEARN_AFTER single characters came out unchanged,
+# the text's characters that always do, when there are LEARN_MIN new ones, join the inert runs
+# (_learn: ~10-20 ms, mostly compiling the regexes again) and the text starts over.
+LEARN_TEXT = 1 << 16
+LEARN_AFTER = 512
+LEARN_MIN = 8
+LEARN_CHARS = 8192  # ... of those the text holds (if more: those met, learned at its end)
+LEARN_MAX = 1 << 14  # characters learned so, after which no more are
 MAX_TRIE_RESULTS = 32  # SentencePiece keeps the first 32 prefix matches and takes the longest of those
 _FFFD = "\ufffd".encode("utf-8")
 
@@ -404,6 +414,7 @@ class SpmNormalizer:
         self.user_lens = sorted({len(u) for u in self.user}, reverse=True)
         self._full = None  # the inert-text regexes, built on first use (Inert walks the trie)
         self._pieces = None
+        self._learned = 0  # characters _learn added to the inert ones
         self.plain_run = None
         self.ws = "\u2581" if self.escape else " "
 
@@ -431,10 +442,71 @@ class SpmNormalizer:
         if self._full is None:
             self._build()
         self.plain_run = re.compile(self._inert.bytes_pattern(b" ") + b"+")
-        self._pieces = re.compile("(" + self._inert.str_pattern(" ", self._free) + "+)|.", re.S)
         self._single: dict[str, str | tuple | None] = {}
         self._user_first = {u[0] for u in self.user if u}
+        self._plain_chars: set[int] = set()  # learned (_learn): BMP chars left unchanged
+        self._ctx_chars: set[int] = set()  # ... and those left unchanged unless one of these follows
+        self._ctx_next: set[str] = set()
+        self._rejected: set[str] = set()  # chars _learn found it cannot add
+        self._compile_pieces()
         return self._pieces
+
+    def _compile_pieces(self) -> None:
+        """`_pieces`: a run of inert characters (when a space stays a space, with the spaces before
+        and between them, and a run of spaces is one piece: the whitespace steps treat them
+        alike wherever they stand, _by_pieces says how), or any one character. Inert: Inert's and
+        those _learn added, plain or unless one of their followers comes next."""
+        one = self._inert.str_pattern(" ", self._free)
+        alts = [one] if one != "(?!)" else []
+        if self._plain_chars:  # (a class of BMP chars apart: sre tests it with one bitmap lookup)
+            alts.append("[" + _str_class(_merge([(c, c) for c in self._plain_chars])) + "]")
+        if self._ctx_chars:  # (one lookahead for all: any of their followers ends the run)
+            alts.append(_str_set(_merge([(c, c) for c in self._ctx_chars])) + "(?!" +
+                        _str_set(_merge([(ord(c), ord(c)) for c in self._ctx_next])) + ")")
+        ch = "(?:" + "|".join(alts) + ")" if alts else "(?!)"
+        if self._alone(" ") == " ":
+            # (possessive: spaces that no inert char follows are one piece, matched once)
+            self._pieces = re.compile("( *+" + ch + "+(?: ++" + ch + "+)*)| +|.", re.S)
+        else:
+            self._pieces = re.compile("(" + ch + "+)|.", re.S)
+
+    def _learn(self, chars: set) -> bool:
+        """Add the BMP characters (chars: a text's, or those met as single pieces in one that holds
+        more than LEARN_CHARS: utf8seq.txt holds 235K) that _alone leaves unchanged wherever they stand
+        (a plain str equal to them: no key starts or goes on from them, no user-defined symbol
+        starts with them), or unless one of some characters follows, to the inert ones of the
+        runs _pieces matches, when there are LEARN_MIN new ones or more; True when it was rebuilt. Inert's analysis proves characters by lead and second
+        byte, which leaves out whole alphabets that share their blocks with keys (Cyrillic,
+        Greek, kana): multi.txt under nmt_nfkc took 1.65M single-character pieces, a Python
+        step each."""
+        plain, ctx, nexts = set(), set(), set()
+        starts = [a for a, _z in self._free]
+        known = self._ctx_chars | self._plain_chars
+        rejected = self._rejected
+        todo = []
+        for c in chars - {" ", "\u2581"}:
+            cp = ord(c)
+            k = bisect_right(starts, cp) - 1
+            if not ((k >= 0 and cp <= self._free[k][1]) or cp in known or c in rejected):
+                todo.append(c)
+        for c in todo:
+            # (an astral char in a class makes sre test its ranges one by one)
+            got = self._alone(c) if ord(c) <= 0xFFFF else None  # (_alone: _single is bounded)
+            if got == c:
+                plain.add(ord(c))
+            elif type(got) is tuple and got[0] == c:
+                ctx.add(ord(c))
+                nexts |= got[1]
+            elif len(rejected) < LEARN_MAX:
+                rejected.add(c)
+        if len(plain) + len(ctx) < LEARN_MIN:
+            return False
+        self._learned += len(plain) + len(ctx)
+        self._plain_chars |= plain
+        self._ctx_chars |= ctx
+        self._ctx_next |= nexts
+        self._compile_pieces()
+        return True
 
     def _alone(self, c: str):
         """What NormalizePrefix makes of character c wherever it stands (a str); (that str, the
@@ -463,12 +535,12 @@ class SpmNormalizer:
                         res = None
                     if res is not None and nexts:
                         res = (res, nexts)
-        if len(self._single) >= 1 << 12:
+        if len(self._single) >= 1 << 16:
             self._single.clear()
         self._single[c] = res
         return res
 
-    def _by_pieces(self, text: str) -> str | None:
+    def _by_pieces(self, text: str, learn: bool = True) -> str | None:
         """normalize_bytes over str: inert runs copied, every other character replaced by what
         _alone says, with the same whitespace steps; None (use the byte loop) when some character
         is not context-free."""
@@ -476,14 +548,18 @@ class SpmNormalizer:
         parts = []
         pieces = self._pieces if self._pieces is not None else self._build_mixed()
         skip = 0  # where the text goes on after a charsmap key that spanned several characters
+        same: list[str] | None = [] if learn and self._learned < LEARN_MAX and len(text) >= LEARN_TEXT else None
+        late = False
         for m in pieces.finditer(text):
             run = m.group(1)
             if m.start() < skip:
                 if m.end() > skip:  # (only a run can reach past it: a tail of inert characters)
-                    parts.append((True, text[skip:m.end()]))
+                    parts.append((True, text[skip:m.end()]))  # (may start with one space, as a run)
                 continue
             if run is not None:
                 parts.append((True, run))
+            elif len(m.group()) > 1:  # spaces (one each, collapsed to one by remove_extra_whitespaces)
+                parts.append((False, " " if self.remove_extra else m.group()))
             else:
                 sp = alone(m.group())
                 if type(sp) is tuple:  # (what c becomes, unless one of these chars follows)
@@ -496,7 +572,19 @@ class SpmNormalizer:
                         sp = sp[0]
                 elif sp is None:
                     return None
+                if same is not None and sp == m.group() and sp != " ":
+                    same.append(sp)
+                    if len(same) == LEARN_AFTER and not late:
+                        chars = set(text)
+                        if len(chars) > LEARN_CHARS:  # (then those met in this text, at its end)
+                            late = True
+                        elif self._learn(chars):  # (all of the text's chars at once, and again)
+                            return self._by_pieces(text, learn=False)
+                        else:
+                            same = None
                 parts.append((False, sp))
+        if late:
+            self._learn(set(same))
         ws, remove = self.ws, self.remove_extra
         k = 0
         if remove:
@@ -507,8 +595,13 @@ class SpmNormalizer:
         out = [ws] if self.add_dummy_prefix and not self.suffix else []
         prev_space = remove
         for is_run, sp in parts[k:]:
-            if is_run:
-                out.append(sp)
+            if is_run:  # (spaces, then inert chars and spaces, not at its end)
+                if remove:  # (each space alone would have been dropped after a space)
+                    if "  " in sp:
+                        sp = _SPACES.sub(" ", sp)
+                    if prev_space and sp[0] == " ":
+                        sp = sp[1:]
+                out.append(sp.replace(" ", ws))
                 prev_space = False
                 continue
             if prev_space:
