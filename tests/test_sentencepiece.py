@@ -645,18 +645,21 @@ def _force_numpy_batches(monkeypatch) -> list:
 @pytest.mark.parametrize("name", ["mistral-v3", "botchan_en_bpe_1000"])
 def test_bpe_runs_in_numpy_batches(name, pair, corpus, monkeypatch):
     """A call's distinct new runs merge in one numpy batch over the pair table (spm_chunks.
-    merge_words; the heap for those holding a tied result: mistral-v3's indentation): ids and
-    text as sentencepiece gives them, text by text and over whole documents (code.txt, cold:
-    1.5 s -> 0.5 s; sentencepiece 0.36 s)."""
+    merge_words; mistral-v3's tied results, runs of 2-16 U+2581, merge after it, run by run):
+    ids and text as sentencepiece gives them, text by text and over whole documents (code.txt,
+    cold: 1.5 s -> 0.5 s; sentencepiece 0.36 s)."""
     sp, _tok = pair(name)
     batched = _force_numpy_batches(monkeypatch)
     tok = tokmap.load(_tok.path)
     texts = _piece_strings(sp, 2_000, seed=23) + generated(1_000, [], seed=24) + _extra_strings(300, seed=25)
     texts += [ln for c in ("code", "multi") for ln in corpus(c).split("\n")[:400] if ln]
+    texts += [" " * k + w for k in range(1, 40) for w in ("x", "return", "", "\u4e2d", " }")]
+    texts += ["a" + " " * k + "b" + " " * j for k in range(1, 25) for j in (0, 1, 3, 17)]
     assert not _compare(sp, tok, texts)
     tok = tokmap.load(_tok.path)
     assert not _compare(sp, tok, [corpus("code"), corpus("en")])
     got = [g for b in batched for g in b]
     assert sum(g is not None for g in got) > 10_000, len(got)
     if name == "mistral-v3":
-        assert None in got  # (runs holding "▁▁", a tied result, went to the heap)
+        assert tok.model._pairs.block is not None and not tok.model._pairs.ties
+        assert None not in got  # (the indented lines' runs too)

@@ -246,7 +246,8 @@ class SentencePiece(VocabFile):
             if self._heap_chars >= TABLE_CHARS_PER_PIECE * len(self.pieces):
                 from .spm_chunks import pair_table
 
-                self._pairs = pair_table(self.pieces, self.scores, self.user) or False
+                self._pairs = pair_table(self.pieces, self.scores, self.user,
+                                         heap=lambda text: [i for _p, i in self._bpe(text)]) or False
         return self._pairs or None
 
     def _bpe_chunked(self, w: str, table) -> list[int] | None:

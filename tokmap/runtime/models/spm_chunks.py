@@ -35,8 +35,10 @@ class PairTable:
     """The merge table pair_table derives, with the strings a word it merges must not hold: the
     tied results and the user-defined symbols."""
 
-    def __init__(self, merger: BatchMerger, ties: list[str], user):
+    def __init__(self, merger: BatchMerger, ties: list[str], user, block=None):
         self.merger, self.ties = merger, ties
+        self.block = block  # (id of the char u, n -> ids of n u) when runs of u merge last (_last_block)
+        self._block_ids: dict[int, tuple[int, ...]] = {}
         self.banned = sorted(set(ties) | set(user), key=len, reverse=True)
         # One scan of the words joined by NUL finds the words holding any (a NUL in a banned
         # string: each word is scanned for each string instead).
@@ -45,6 +47,45 @@ class PairTable:
             import re
 
             self._rx = re.compile("|".join(map(re.escape, self.banned)))
+
+    def merge(self, sym: np.ndarray, lengths: np.ndarray):
+        """(ids, count per word) of the batch merge of these words, with runs of u merged last."""
+        ids, counts = self.merger.merge(sym, lengths)
+        ids = ids.astype(np.int64)
+        if self.block is not None:
+            ids, counts = self._blocks(ids, counts)
+        return ids, counts
+
+    def _blocks(self, ids: np.ndarray, counts: np.ndarray):
+        """Each run of two or more single u symbols in a word replaced by the heap's ids of that
+        many u (memoised by length)."""
+        u, heap = self.block
+        is_u = ids == u
+        if not is_u.any():
+            return ids, counts
+        word = np.repeat(np.arange(len(counts)), counts)
+        start = is_u.copy()
+        start[1:] &= ~(is_u[:-1] & (word[1:] == word[:-1]))
+        run = np.cumsum(start) - 1  # (each u symbol's run)
+        length = np.bincount(run[is_u])
+        if length.max() < 2:
+            return ids, counts
+        emit = np.ones(len(ids), np.int64)  # ids each symbol becomes
+        first = np.flatnonzero(start)
+        long = length >= 2
+        emit[is_u & long[np.maximum(run, 0)]] = 0
+        got = self._block_ids
+        blocks = []
+        for n in length[long].tolist():
+            if n not in got:
+                got[n] = tuple(heap(n))
+            blocks.append(got[n])
+        emit[first[long]] = [len(b) for b in blocks]
+        out = np.repeat(ids, emit)
+        at = np.cumsum(emit) - emit
+        for k, b in zip(first[long].tolist(), blocks):
+            out[at[k]:at[k] + len(b)] = b
+        return out, np.bincount(word, weights=emit, minlength=len(counts)).astype(np.int64)
 
     def holds_banned(self, w: str) -> bool:
         return any(b in w for b in self.banned)
@@ -64,9 +105,10 @@ class PairTable:
         return out
 
 
-def pair_table(pieces: dict[str, int], scores, user=()) -> PairTable | None:
+def pair_table(pieces: dict[str, int], scores, user=(), heap=None) -> PairTable | None:
     """The merge table of SentencePiece's BPE over `pieces` (kept piece -> id; scores: by id), or
-    None where it would not be exact (see the top); user: the user-defined symbols."""
+    None where it would not be exact (see the top); user: the user-defined symbols; heap(text):
+    SentencePiece's BPE ids of a text (_last_block's runs)."""
     # (a user-defined symbol's chars need not be pieces: a word holding it is refused, and no other
     # merge can make it)
     chars = set().union(*(p for p in pieces if p not in user)) if pieces else set()
@@ -105,8 +147,30 @@ def pair_table(pieces: dict[str, int], scores, user=()) -> PairTable | None:
     strs = {i: p for p, i in pieces.items()}
     ties = [strs[i] for i in res_ids[tied].tolist()]
     ranks = rank_of[np.searchsorted(res_ids, results)]
+    block = None
+    if ties and heap is not None and _last_block(ties, res_scores, tied, [strs[i] for i in res_ids[~tied].tolist()]):
+        # The tied results are one char's runs, merged after every other: left out of the table,
+        # they are merged afterwards, run by run (PairTable.blocks).
+        keep = ~np.isin(results, res_ids[tied])
+        keys, ranks, results = keys[keep], ranks[keep], results[keep]
+        block = (pieces[ties[0][0]], lambda n, u=ties[0][0]: heap(u * n))
+        ties = []
     merger = BatchMerger(keys.astype("<u8").tobytes(), ranks.astype("<u4").tobytes(), results.astype("<u4").tobytes())
-    return PairTable(merger, ties, user)
+    return PairTable(merger, ties, user, block)
+
+
+def _last_block(ties: list[str], res_scores: np.ndarray, tied: np.ndarray, others: list[str]) -> bool:
+    """Whether the tied results are runs of one char u (mistral-v3: 2-16 U+2581 at -1e9) that
+    SentencePiece merges only after every other merge: one score, below every other result's,
+    and no other result holds uu. Then a word's merges are the others' first, then the ties'
+    over each run of single u symbols left (no other merge can start after one of theirs), and
+    those depend on the run's length alone."""
+    u = ties[0][0]
+    if any(t.strip(u) for t in ties) or len(set(res_scores[tied].tolist())) != 1:
+        return False
+    if (~tied).any() and res_scores[~tied].min() <= res_scores[tied][0]:
+        return False
+    return not any(u + u in p for p in others)
 
 
 def _symbols(text: str, pieces: dict[str, int], unk: int) -> np.ndarray:
@@ -132,8 +196,8 @@ def merge_words(table: PairTable, words: list[str], n_chars: list[int], pieces: 
         words = [words[k] for k in ok.tolist()]
         lengths = lengths[ok]
     text = "".join(words)
-    ids, counts = table.merger.merge(_symbols(text, pieces, unk), lengths)
-    ids, counts = finish(ids.astype(np.int64), counts, text)
+    ids, counts = table.merge(_symbols(text, pieces, unk), lengths)
+    ids, counts = finish(ids, counts, text)
     from .textparts import tuples
 
     parts = tuples(ids, np.cumsum(counts) - counts, counts)
@@ -161,7 +225,10 @@ def merge_run(table: PairTable, w: str, pieces: dict[str, int], unk: int, tok_le
         final, counts = merge(sym[idx], lengths)
         return final.astype(np.int64), counts
 
-    return merge_piece(len(w), None, merge_chunks, tok_len)
+    got = merge_piece(len(w), None, merge_chunks, tok_len)
+    if got is None or table.block is None:
+        return got
+    return table._blocks(got, np.array([len(got)]))[0]  # (the chunks glue by the other merges)
 
 
 def finish_words(ids: np.ndarray, counts: np.ndarray, text: str, tok_len: np.ndarray, unk: int,
