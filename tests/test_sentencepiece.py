@@ -390,11 +390,14 @@ def _piece_strings(sp, n: int, seed: int) -> list[str]:
 def test_runs_from_pieces(name, pair):
     """Cutting before "▁" and remembering each run's ids (BPE outright, Unigram when its choices
     survive float32 rounding) gives sentencepiece's ids: strings built from the vocabulary, each
-    encoded twice (the second time from the cache, in a context other than where it was filled)."""
+    encoded twice (the second time from the cache, in a context other than where it was filled),
+    and long texts of them (Unigram: past the scores where the lattice rebases)."""
     sp, tok = pair(name)
     texts = _piece_strings(sp, 3_000, seed=17)
     assert not _compare(sp, tok, texts)
     assert not _compare(sp, tok, texts[::-1])
+    longs = [" ".join(texts[k:k + n]) for k, n in ((0, 500), (500, 1500), (100, 2900), (7, 40))]
+    assert not _compare(sp, tok, longs + [t.replace(" ", "") for t in longs])
 
 
 def test_unigram_near_tie(tmp_path):
@@ -414,6 +417,13 @@ def test_unigram_near_tie(tmp_path):
     assert not _compare(sp, tok, texts)
     ids, slack, _path = tok.model.word_cache["\u2581b"]
     assert ids == (5,) and slack < tok.model._rounding(len("\u2581c\u2581c\u2581c\u2581b"))
+    # Long texts: the lattice rebases its scores past 1e5 (every 1,000 "▁c"), at a cut; X is
+    # followed run by run (_unigram_long), and "▁b" flips wherever the float32 sums say.
+    rng = random.Random(4)
+    longs = ["c " * k + "b" for k in (999, 1000, 1001, 1003, 1999, 2000, 2001, 3500)]
+    longs += [" ".join(rng.choice(["c", "c", "c", "b", "cb", "bc", "bb"]) for _ in range(n)) for n in (3000, 9000)]
+    tok = tokmap.load(tmp_path / "t.mtok")
+    assert not _compare(sp, tok, longs + texts)
 
 
 @pytest.mark.parametrize("name", MODELS)

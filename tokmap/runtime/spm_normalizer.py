@@ -23,6 +23,9 @@ from .. import mtok
 
 SPACE = "\u2581".encode("utf-8")
 _SPACES = re.compile(" {2,}")
+# _by_pieces leaves a text to the byte loop once _alone has analysed more than ALONE_MIN + one in
+# ALONE_SHARE of its chars: utf8seq.txt holds a new char every 23, each a trie analysis (next_chars).
+ALONE_MIN, ALONE_SHARE = 1024, 256
 # In a text of LEARN_TEXT chars or more, once LEARN_AFTER single characters came out unchanged,
 # the text's characters that always do, when there are LEARN_MIN new ones, join the inert runs
 # (_learn: ~10-20 ms, mostly compiling the regexes again) and the text starts over.
@@ -443,6 +446,7 @@ class SpmNormalizer:
             self._build()
         self.plain_run = re.compile(self._inert.bytes_pattern(b" ") + b"+")
         self._single: dict[str, str | tuple | None] = {}
+        self._misses = 0  # _alone's misses in the current _by_pieces call
         self._user_first = {u[0] for u in self.user if u}
         self._plain_chars: set[int] = set()  # learned (_learn): BMP chars left unchanged
         self._ctx_chars: set[int] = set()  # ... and those left unchanged unless one of these follows
@@ -518,6 +522,7 @@ class SpmNormalizer:
         got = self._single.get(c, 0)
         if got != 0:
             return got
+        self._misses += 1
         data = c.encode("utf-8", "surrogatepass")
         res = None
         if data[0] not in self._user_first and not 0xD800 <= ord(c) < 0xE000:
@@ -550,6 +555,7 @@ class SpmNormalizer:
         skip = 0  # where the text goes on after a charsmap key that spanned several characters
         same: list[str] | None = [] if learn and self._learned < LEARN_MAX and len(text) >= LEARN_TEXT else None
         late = False
+        self._misses, budget = 0, ALONE_MIN + len(text) // ALONE_SHARE
         for m in pieces.finditer(text):
             run = m.group(1)
             if m.start() < skip:
@@ -562,6 +568,8 @@ class SpmNormalizer:
                 parts.append((False, " " if self.remove_extra else m.group()))
             else:
                 sp = alone(m.group())
+                if self._misses > budget:  # (a char _alone has not met costs a trie analysis)
+                    return None
                 if type(sp) is tuple:  # (what c becomes, unless one of these chars follows)
                     if text[m.end():m.end() + 1] in sp[1]:
                         got = self._key_at(text, m.start())
