@@ -476,13 +476,13 @@ class SpmNormalizer:
 
     def _learn(self, chars: set) -> bool:
         """Add the BMP characters (chars: a text's, or those met as single pieces in one that holds
-        more than LEARN_CHARS: utf8seq.txt holds 235K) that _alone leaves unchanged wherever they stand
-        (a plain str equal to them: no key starts or goes on from them, no user-defined symbol
-        starts with them), or unless one of some characters follows, to the inert ones of the
-        runs _pieces matches, when there are LEARN_MIN new ones or more; True when it was rebuilt. Inert's analysis proves characters by lead and second
-        byte, which leaves out whole alphabets that share their blocks with keys (Cyrillic,
-        Greek, kana): multi.txt under nmt_nfkc took 1.65M single-character pieces, a Python
-        step each."""
+        more than LEARN_CHARS: utf8seq.txt holds 235K) that _alone leaves unchanged wherever they
+        stand (a plain str equal to them: no key starts or goes on from them, no user-defined
+        symbol starts with them), or unless one of some characters follows, to the inert ones of
+        the runs _pieces matches, when there are LEARN_MIN new ones or more; True when _pieces
+        was rebuilt. Inert's analysis proves characters by lead and second byte, which leaves out
+        whole alphabets that share their blocks with keys (Cyrillic, Greek, kana): multi.txt
+        under nmt_nfkc took 1.65M single-character pieces, a Python step each."""
         plain, ctx, nexts = set(), set(), set()
         starts = [a for a, _z in self._free]
         known = self._ctx_chars | self._plain_chars

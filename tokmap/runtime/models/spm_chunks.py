@@ -1,24 +1,29 @@
-"""SentencePiece BPE over a long run that is not one char repeated: glued chunks, merged by numpy.
+"""SentencePiece BPE merged by numpy: many short runs in one batch, a long run as glued chunks.
 
-SentencePiece's BPE (spm.SentencePiece._bpe) is a Python heap merge, ~2 us a symbol: 10^6 random
-letters took 1.9 s under mistral-v3, where sentencepiece takes 0.15 s. Such a run is cut into
-overlapping chunks (bpe_chunks.py) that are all merged at once by the numpy batch merge
-(bpe_batch.BatchMerger), which needs a merge table: SentencePiece's BPE has none, so `pair_table`
-derives one from the pieces on the first such run (runs of one char: spm._bpe_run).
+SentencePiece's BPE (spm.SentencePiece._bpe) is a Python heap merge, ~1-2 us a symbol: 10^6
+random letters took 1.9 s under mistral-v3 (sentencepiece: 0.15 s), and a first call over
+code.txt 1.5 s. The numpy batch merge (bpe_batch.BatchMerger) needs a merge table, which
+SentencePiece's BPE has none of: `pair_table` derives one from the pieces (on first need, see
+spm._table_for). Then a call's distinct short runs merge as the words of one batch
+(merge_words), and a long run is cut into overlapping chunks (bpe_chunks.py) merged in one batch
+and glued (merge_run; runs of one char: spm._bpe_run).
 
 Why the table is SentencePiece's BPE. The heap merges the adjacent pair of symbols whose
 concatenation is a kept piece (normal, user-defined or unused) with the highest score, the
 leftmost of equal ones. Every symbol is a kept piece or a single char, so when every char of every
 kept piece (but the user-defined symbols, see below) is itself a kept piece, the pairs that can
-ever merge are exactly the splits of kept pieces into two kept pieces: the table lists each split as (left id, right id) -> result, ranked
-by the result's score, highest first. Splits of one result share its rank, and the batch merge
-takes equal ranks leftmost first, as the heap does. Two different results with one score would
-need that rule across them, which a rank cannot give: those results ("ties") get ranks apart, and
-a run holding any of their strings (so that they could both be candidates) is refused. So is a
-run holding a user-defined symbol (frozen by the heap), and the table is not built where pieces
-are unused (resegmented after the merge: the caller's cut needs none) or a score is NaN.
-The chunks glue as bpe_chunks.py says for sequential BPE with ranks; where they do not, the
-run is left to the heap. Either way the ids are SentencePiece's.
+ever merge are exactly the splits of kept pieces into two kept pieces: the table lists each split
+as (left id, right id) -> result, ranked by the result's score, highest first. Splits of one
+result share its rank, and the batch merge takes equal ranks leftmost first, as the heap does.
+Two different results with one score would need that rule across them, which a rank cannot give:
+those results ("ties") get ranks apart, and a word holding any of their strings (so that they
+could both be candidates) goes to the heap. Unless the ties are runs of one char merged after
+every other result (mistral-v3's 2-16 U+2581 at -1e9, _last_block): they are left out of the
+table and each run of that char is merged afterwards, by its length (PairTable._blocks). A word
+holding a user-defined symbol (frozen by the heap) goes to the heap too, and the table is not
+built where pieces are unused (resegmented after the merge: the caller's cut needs none) or a
+score is NaN. Chunks glue as bpe_chunks.py says for sequential BPE with ranks; where they do not,
+the run is left to the heap. Either way the ids are SentencePiece's.
 """
 
 from __future__ import annotations
@@ -28,7 +33,7 @@ import numpy as np
 from .bpe_batch import BatchMerger
 from .bpe_chunks import merge_piece, worth_chunking
 
-MAX_TIES = 64  # more results sharing a score than this: no table (each is a substring scan per run)
+MAX_TIES = 64  # more results sharing a score than this: no table (words holding any go to the heap)
 
 
 class PairTable:
@@ -150,7 +155,7 @@ def pair_table(pieces: dict[str, int], scores, user=(), heap=None) -> PairTable 
     block = None
     if ties and heap is not None and _last_block(ties, res_scores, tied, [strs[i] for i in res_ids[~tied].tolist()]):
         # The tied results are one char's runs, merged after every other: left out of the table,
-        # they are merged afterwards, run by run (PairTable.blocks).
+        # they are merged afterwards, run by run (PairTable._blocks).
         keep = ~np.isin(results, res_ids[tied])
         keys, ranks, results = keys[keep], ranks[keep], results[keep]
         block = (pieces[ties[0][0]], lambda n, u=ties[0][0]: heap(u * n))
