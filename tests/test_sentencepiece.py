@@ -11,6 +11,7 @@ from __future__ import annotations
 import random
 import struct
 import unicodedata
+from functools import partial
 
 import pytest
 from conftest import CORPORA, require
@@ -418,12 +419,21 @@ def test_unigram_near_tie(tmp_path):
     ids, slack, _path = tok.model.word_cache["\u2581b"]
     assert ids == (5,) and slack < tok.model._rounding(len("\u2581c\u2581c\u2581c\u2581b"))
     # Long texts: the lattice rebases its scores past 1e5 (every 1,000 "▁c"), at a cut; X is
-    # followed run by run (_unigram_long), and "▁b" flips wherever the float32 sums say.
+    # followed run by run (_unigram_follow), and "▁b" flips wherever the float32 sums say.
     rng = random.Random(4)
     longs = ["c " * k + "b" for k in (999, 1000, 1001, 1003, 1999, 2000, 2001, 3500)]
     longs += [" ".join(rng.choice(["c", "c", "c", "b", "cb", "bc", "bb"]) for _ in range(n)) for n in (3000, 9000)]
     tok = tokmap.load(tmp_path / "t.mtok")
     assert not _compare(sp, tok, longs + texts)
+
+
+def _byte_loop(nz, s: str) -> str:
+    """The normalizer's byte loop over s, walking the charsmap at every position (no inert runs)."""
+    plain, nz.plain_run = nz.plain_run, None
+    try:
+        return nz.normalize_bytes(s.encode("utf-8", "surrogatepass")).decode("utf-8")
+    finally:
+        nz.plain_run = plain
 
 
 @pytest.mark.parametrize("name", MODELS)
@@ -440,14 +450,7 @@ def test_inert_characters(name, pair):
     cps = list(range(0x80)) + list(range(0x80, 0x3100)) + list(range(0x3100, 0x110000, 97))
     texts = [chr(cp) + f for cp in cps if not 0xD800 <= cp < 0xE000 for f in followers[:: 1 if cp < 0x80 else 9]]
 
-    def byte_loop(s):
-        plain, nz.plain_run = nz.plain_run, None
-        try:
-            return nz.normalize_bytes(s.encode("utf-8", "surrogatepass")).decode("utf-8")
-        finally:
-            nz.plain_run = plain
-
-    bad = [s for s in texts if nz.normalize(s)[0] != byte_loop(s)]
+    bad = [s for s in texts if nz.normalize(s)[0] != _byte_loop(nz, s)]
     assert not bad, f"{len(bad)} differ, first: {bad[:5]!r}"
 
 
@@ -472,13 +475,7 @@ def test_keys_across_characters(name, pair):
     nz = tok.pipeline.normalizers[0]
     texts = _context_texts(31, 4000) + ["\u304b\u3099" * 300 + "\u3099", "e\u0301" * 500, "\u304b" * 5 + "e"]
     nz._build_mixed()
-
-    def byte_loop(s):
-        plain, nz.plain_run = nz.plain_run, None
-        try:
-            return nz.normalize_bytes(s.encode("utf-8")).decode("utf-8")
-        finally:
-            nz.plain_run = plain
+    byte_loop = partial(_byte_loop, nz)
 
     bad = [s for s in texts if nz.normalize(s)[0] != byte_loop(s)]
     assert not bad, f"{len(bad)} differ, first: {bad[:5]!r}"
@@ -501,13 +498,7 @@ def test_learned_inert_characters(name, pair, corpus):
     text = "".join(rng.choice(words) + rng.choice([" ", " ", "  ", "   ", "", "\n", " \u3000 "]) for _ in range(30000))
     assert len(text) >= spm_normalizer.LEARN_TEXT
     nz._build_mixed()
-
-    def byte_loop(s):
-        plain, nz.plain_run = nz.plain_run, None
-        try:
-            return nz.normalize_bytes(s.encode("utf-8")).decode("utf-8")
-        finally:
-            nz.plain_run = plain
+    byte_loop = partial(_byte_loop, nz)
 
     want = byte_loop(text)
     assert nz.normalize(text)[0] == want

@@ -18,7 +18,7 @@ such a pair, and remember the ids of each run between cuts (bounded word caches)
 exact outright. For Unigram a remembered run is reused only where its Viterbi choices win by more
 than float32 rounding could move them at the scores the text reaches (_unigram_word); another run
 is decoded from the score carried in, which a text long enough for the lattice to rebase its
-scores follows run by run (_unigram_long).
+scores follows run by run (_unigram_follow).
 
 BPE merges each distinct run of a call once. Once a text has many, the short ones merge in one
 numpy batch over a merge table derived from the pieces (spm_chunks.py), and a long one as
@@ -344,8 +344,8 @@ class SentencePiece(VocabFile):
         (_unigram_word) gives its ids from the cache, and its end score is X summed along its
         path in float32, since the lattice keeps exactly those nodes; any other run is decoded
         from its X. A text too short for the lattice ever to rebase its scores needs no X when
-        every run's choices hold at the largest score it can reach; a longer one follows X run by
-        run (_unigram_long)."""
+        every run's choices hold at the largest score it can reach; else X is followed run by
+        run (_unigram_follow)."""
         cache = self.word_cache
         segs = _RUNS.findall(text)
         parts = list(map(cache.get, segs))
@@ -358,32 +358,21 @@ class SentencePiece(VocabFile):
             fresh.update((w, self._unigram_word(w) if len(w) < longest else _DECODE) for w in fresh)
             parts = list(map(fresh.get, segs, parts))
             cache.update(kv for kv in fresh.items() if len(kv[0]) <= WORD_CACHE_LEN)
-        if len(text) * self.max_abs_score >= NO_REBASE:
-            return self._unigram_long(segs, parts)
-        u = self._u.get(len(text))
-        if u is None:
-            u = self._u[len(text)] = self._rounding(len(text))  # lengths here are < NO_REBASE / S
-        if min(map(itemgetter(1), parts)) > u:
-            return self._join(list(map(itemgetter(0), parts)))
-        x = 0.0
-        out = []
-        for w, (ids, slack, path) in zip(segs, parts):
-            if slack > u:
-                for sc in path:
-                    x = f32(x + sc)
-            else:
-                pieces, x = self._unigram(w, x)
-                ids = self._finish(pieces)
-            out.append(ids)
-        return self._join(out)
+        if len(text) * self.max_abs_score < NO_REBASE:
+            u = self._u.get(len(text))
+            if u is None:
+                u = self._u[len(text)] = self._rounding(len(text))
+            if min(map(itemgetter(1), parts)) > u:
+                return self._join(list(map(itemgetter(0), parts)))
+        return self._unigram_follow(segs, parts)
 
-    def _unigram_long(self, segs: list[str], parts: list) -> list[int]:
-        """_unigram_cached over a text long enough for the lattice to rebase its scores: X is
-        followed run by run. At a cut nothing else is open, so a rebase there (|X| > RESET) sets X
-        to 0; a run whose scores stay within RESET from X (no rebase inside it) and whose choices
-        win by more than the float32 rounding at the magnitude it reaches gives its remembered
-        ids, any other is decoded from X. (The whole text went through the per-char lattice:
-        en.txt under botchan_en_unigram_1000, warm, 352 ms; so 65.)"""
+    def _unigram_follow(self, segs: list[str], parts: list) -> list[int]:
+        """_unigram_cached with X followed run by run. At a cut nothing else is open, so a rebase
+        there (|X| > RESET) sets X to 0; a run whose scores stay within RESET from X (no rebase
+        inside it) and whose choices win by more than the float32 rounding at the magnitude it
+        reaches gives its remembered ids, any other is decoded from X. (A text long enough to
+        rebase went whole through the per-char lattice: en.txt under botchan_en_unigram_1000,
+        warm, 352 ms; so 65.)"""
         x = 0.0
         out = []
         width = 1.001 * self.max_abs_score  # (the most a node moves the score, with its rounding)
