@@ -90,12 +90,9 @@ class CharsMap:
             s = self._values[v] = bytes(pool[v:end])
         return s
 
-    def longest(self, data, pos: int) -> tuple[int, int]:
-        """(length, value offset) of the longest of the first 32 keys that prefix data[pos:]; (0, 0)."""
-        return self.longest_to_end(data, pos)[:2]
-
-    def longest_to_end(self, data, pos: int) -> tuple[int, int, bool]:
-        """longest(), and whether the walk was still on the trie at the end of data (so that more
+    def longest(self, data, pos: int) -> tuple[int, int, bool]:
+        """(length, value offset) of the longest of the first 32 keys that prefix data[pos:], (0, 0)
+        when none; and whether the walk was still on the trie at the end of data (so that more
         data could have made a longer key)."""
         units = self.units
         n = len(units)
@@ -634,7 +631,7 @@ class SpmNormalizer:
         width = 8
         while True:
             data = text[i:i + width].encode("utf-8")
-            ln, v, open_end = self.charsmap.longest_to_end(data, 0)
+            ln, v, open_end = self.charsmap.longest(data, 0)
             if not open_end or i + width >= len(text):
                 break
             width *= 4
@@ -651,7 +648,7 @@ class SpmNormalizer:
             if data[pos : pos + ln] in self.user:
                 return data[pos : pos + ln], ln
         if self.charsmap is not None:
-            ln, v = self.charsmap.longest(data, pos)
+            ln, v, _open = self.charsmap.longest(data, pos)
             if ln:
                 return self.charsmap.value(v), ln
         ok, ln = char_len(data, pos)
