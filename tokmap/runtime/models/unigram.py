@@ -10,17 +10,23 @@ vocabulary string gives its id, else byte_fallback pieces <0xHH> (all sharing th
 all exist, else the unk id (an error when the model has none).
 
 The piece -> id map and the prefix set used for the lattice search are built on the first encode,
-never at load; whole pieces are memoised, as in the BPE runtime.
+never at load; whole pieces are memoised, as in the BPE runtime. Many distinct new words at once
+(a long call) go through the same lattice in numpy (unigram_batch.py), once numpy is imported.
 """
 
 from __future__ import annotations
 
+import sys
+
 from ... import mtok
-from . import encode_cached
+from . import cached_parts, concat
 from .vocab import VocabFile
 from ...errors import EncodeError
 
 UNK_PENALTY = 10.0
+BATCH_WORDS = 128  # distinct new words in one call from which they go to the numpy lattice (once imported)
+BATCH_TEXT = 1 << 13  # ... or chars in all, from which they go there however few (long lines)
+BATCH_CHARS = 64  # chars of the longest word the numpy lattice's Viterbi steps take (unigram_batch.py)
 
 
 class Unigram(VocabFile):
@@ -42,6 +48,7 @@ class Unigram(VocabFile):
         self.piece_cache: dict[str, tuple] = {}
         self.ids_cache: dict[str, tuple[int, ...]] = {}
         self._last = None
+        self._lattice = None  # unigram_batch.Lattice on the first batch; False when it cannot serve
 
     # -- vocabulary -------------------------------------------------------------------------
     def lookup(self, data: bytes) -> int | None:
@@ -73,7 +80,32 @@ class Unigram(VocabFile):
 
     def encode_words(self, words: list[str]) -> list[int]:
         """Ids of many pieces at once: one C-level pass of dict lookups, misses filled after."""
-        return encode_cached(self.ids_cache, words, self.encode_piece)
+        return concat(cached_parts(self.ids_cache, words, encode_many=self._encode_many))
+
+    def _encode_many(self, words: list[str]) -> list[tuple[int, ...]]:
+        """encode_piece of many distinct words: those the numpy lattice takes from it, when they
+        are many or long and numpy is imported (its import, ~110 ms, outweighs ~7 us a word); the
+        rest, and every word otherwise, one by one."""
+        short = [w for w in words if w] if "numpy" in sys.modules else ()
+        if (len(short) < BATCH_WORDS and sum(map(len, short)) < BATCH_TEXT) or not self._batch_ready():
+            return list(map(self.encode_piece, words))
+        got, paths = self._lattice.encode(short, self.unk_id, self.min_score - UNK_PENALTY, self.byte_fallback,
+                                          BATCH_CHARS)
+        got = dict(zip(short, got))
+        for k, path in paths.items():  # words whose best path has unk nodes: fused as the scalar path does
+            got[short[k]] = self._fused(short[k], path, self._lattice.lookup)[0]
+        return [got.get(w) or self.encode_piece(w) for w in words]
+
+    def _batch_ready(self) -> bool:
+        """Whether the numpy lattice serves this vocabulary (built on first use)."""
+        if self._lattice is None:
+            from .unigram_batch import Lattice, Unusable
+
+            try:
+                self._lattice = Lattice(self.tb, self.off, self.scores, self.n)
+            except Unusable:
+                self._lattice = False
+        return bool(self._lattice)
 
     def piece_offsets(self, text: str, toks) -> list[tuple[int, int]]:
         return list(self._encode(text)[1])
@@ -133,31 +165,45 @@ class Unigram(VocabFile):
                     best[e] = cand
                     start[e] = s
                     node[e] = unk_id
-        # Backtrack, fusing runs of unk nodes into one surface string.
-        spans = []
+        path = []
         e = n
-        run_end = -1
         while e > 0:
-            s = start[e]
-            if unk_id is not None and node[e] == unk_id:
-                if run_end < 0:
-                    run_end = e
-            else:
-                if run_end >= 0:
-                    spans.append((e, run_end))
-                    run_end = -1
-                spans.append((s, e))
-            e = s
-        if run_end >= 0:
-            spans.append((0, run_end))
-        spans.reverse()
+            path.append((start[e], e, node[e]))
+            e = start[e]
+        path.reverse()
+        return self._fused(text, path)
+
+    def _fused(self, text: str, path: list, get=None):
+        """(ids, spans) of a best path [(start, end, id), ...] through text: each run of unk nodes
+        (a matched unk piece among them) fused into one surface string and looked up again (get:
+        str -> id or None, the piece map's get unless given); a piece node keeps its id, which is
+        what that lookup of its own text gives."""
+        unk_id = self.unk_id
+        spans = []
+        run = -1  # where the current run of unk nodes starts
+        for s, e, i in path:
+            if unk_id is not None and i == unk_id:
+                if run < 0:
+                    run = s
+                continue
+            if run >= 0:
+                spans.append((run, s, None))
+                run = -1
+            spans.append((s, e, i))
+        if run >= 0:
+            spans.append((run, len(text), None))
+        if get is None and any(i is None for _s, _e, i in spans):
+            if self._ids is None:
+                self._index()
+            get = self._ids.get
         out_ids, out_spans = [], []
-        for s, e in spans:
-            sub = text[s:e]
-            i = ids.get(sub)
+        for s, e, i in spans:
+            if i is None:
+                sub = text[s:e]
+                i = get(sub)
             if i is None:
                 if self.byte_fallback:
-                    bids = [ids.get(f"<0x{b:02X}>") for b in sub.encode("utf-8", "surrogatepass")]
+                    bids = [get(f"<0x{b:02X}>") for b in sub.encode("utf-8", "surrogatepass")]
                     if None not in bids:
                         out_ids.extend(bids)
                         out_spans.extend([(s, e)] * len(bids))
