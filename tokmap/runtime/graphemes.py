@@ -28,6 +28,14 @@ class Graphemes:
             self.cache[c] = v
         return v
 
+    def values(self, cps):
+        """value() of each code point of cps (a numpy int64 array), by one search of the runs."""
+        import numpy as np
+
+        runs = np.frombuffer(self.runs, dtype="<u4")
+        k = np.searchsorted(runs, (cps << 8) | 0xFF, side="right") - 1
+        return np.where(k >= 0, runs[np.maximum(k, 0)] & 0xFF, 0).astype(np.int64)
+
     def clusters(self, text: str) -> list[str]:
         """Split text into extended grapheme clusters (the crate's `graphemes(true)`)."""
         n = len(text)

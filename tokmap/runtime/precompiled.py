@@ -14,9 +14,13 @@ emitted char, even one from an earlier cluster, so the offsets reproduce its qui
 from __future__ import annotations
 
 import struct
+from threading import get_ident
 
 from .. import mtok
 from ..errors import FormatError
+
+
+LEARN_TEXT = 256  # chars of a text from which its new chars are classified together (Precompiled._learn)
 
 
 def _push_replacement(changes: list, old: str, new: str) -> None:
@@ -76,6 +80,79 @@ class CharsMap:
         return res
 
 
+    def transform_chars(self, cps) -> list:
+        """transform(chr(cp)) for each code point of cps (a numpy int64 array), the trie walked
+        for all of them at once in numpy: a first text of many new chars (every code point once,
+        utf8seq.txt: 235K) pays ~1.5 us a char for the walk in Python."""
+        import numpy as np
+
+        units = np.frombuffer(self.units, dtype="<u4").astype(np.int64)
+        nb = 1 + (cps >= 0x80) + (cps >= 0x800) + (cps >= 0x10000)  # (surrogates: 3 bytes, as surrogatepass)
+        lead = np.select([nb == 1, nb == 2, nb == 3], [cps, 0xC0 | cps >> 6, 0xE0 | cps >> 12], 0xF0 | cps >> 18)
+        by = [lead] + [0x80 | (cps >> (6 * (nb - 1 - d))) & 0x3F for d in range(1, 4)]  # the UTF-8 bytes
+        root = int(units[0])
+        pos = np.full(len(cps), (root >> 10) << ((root & (1 << 9)) >> 6), dtype=np.int64)
+        res = np.full(len(cps), -1, dtype=np.int64)
+        live = np.arange(len(cps))
+        for d in range(4):
+            live = live[nb[live] > d]
+            b = by[d][live]
+            p = pos[live] ^ b
+            ok = p < len(units)
+            live, p, b = live[ok], p[ok], b[ok]
+            unit = units[p]
+            ok = (unit & ((1 << 31) | 0xFF)) == b
+            live, p, unit = live[ok], p[ok], unit[ok]
+            p ^= (unit >> 10) << ((unit & (1 << 9)) >> 6)
+            leaf = ((unit >> 8) & 1).astype(bool)
+            at, lp = live[leaf], p[leaf]
+            inside = lp < len(units)
+            res[at[inside]] = units[lp[inside]] & 0x7FFFFFFF  # (the first key that ends: the walk stops)
+            live = live[~leaf]
+            pos[live] = p[~leaf]
+        out: list = [None] * len(cps)
+        strings = self.strings
+        for k in np.flatnonzero(res >= 0).tolist():
+            off = int(res[k])
+            end = strings.find(b"\0", off)
+            out[k] = strings[off: end if end >= 0 else len(strings)].decode("utf-8", "replace")
+        return out
+
+
+class _Joining(Exception):
+    """_Singles met a char that may share a cluster with its neighbours."""
+
+
+class _Unmet(Exception):
+    """_Singles, probing (Precompiled._unaligned), met a char it has not classified yet."""
+
+
+class _Singles(dict):
+    """cp -> what the charsmap makes of that char alone (str, or cp itself when nothing), for the
+    chars that are always a cluster of their own next to one another: no rule of UAX #29 joins
+    two of them (category Other, Control, LF, Extended_Pictographic, InCB Consonant, with no InCB
+    flag: GB9-GB9c and GB11 each need an Extend, ZWJ, SpacingMark, Prepend or linker char, which
+    are not among them, and CR is left out for GB3). A text of only such chars normalizes as one
+    str.translate through this table. Any other char raises _Joining (it is not remembered)."""
+
+    def __init__(self, pre: "Precompiled"):
+        super().__init__()
+        self.pre = pre
+
+    def __missing__(self, cp):
+        from .graphemes import CONTROL, EXT_PICT, INCB_CONSONANT, LF
+
+        if self.pre._probe is not None and self.pre._probe == get_ident():
+            raise _Unmet
+        c = chr(cp)
+        v = self.pre.graphemes.value(c)
+        if v not in (0, CONTROL, EXT_PICT, INCB_CONSONANT, LF):
+            raise _Joining
+        r = self.pre.map.transform(c)
+        self[cp] = out = cp if r is None else r
+        return out
+
+
 class Precompiled:
     def __init__(self, f, step):
         from .graphemes import Graphemes
@@ -84,6 +161,9 @@ class Precompiled:
         self.map = CharsMap(f.view(sid, mtok.U8), f.path, mtok.section_name(sid))
         self.graphemes = Graphemes(f.view(mtok.BLOB_BASE + step["graphemes"], mtok.U32))
         self._busy = None
+        self._singles = _Singles(self)
+        self._kinds = _Kinds(self._singles)  # cp -> "s" (a _Singles char) or "j" (another)
+        self._probe = None  # the thread whose _Singles lookups raise _Unmet at a char not met
 
     def _changes(self, text: str, changes: list) -> bool:
         """Append the (char, change) pairs of text's clusters to changes; True if any was mapped."""
@@ -118,7 +198,69 @@ class Precompiled:
         self._busy = re.compile("[^" + "".join(re.escape(c) for c in plain) + "]+") if plain else re.compile(".+", re.S)
         return self._busy
 
+    def _unaligned(self, text: str) -> str:
+        """normalize(text, False)'s text: one str.translate when every char is a cluster of its
+        own (_Singles: ~30 ns a char, where the cluster walk costs ~1 us; Japanese, English with
+        newlines); else the walk over the regions around the other chars (a run of them widened
+        by two chars on the left and one on the right, as in normalize), the translate between."""
+        if len(text) >= LEARN_TEXT:
+            self._probe = get_ident()
+            try:
+                return text.translate(self._singles)
+            except _Joining:
+                pass
+            except _Unmet:
+                self._learn(text)
+            finally:
+                self._probe = None
+        try:
+            return text.translate(self._singles)
+        except _Joining:
+            pass
+        import re
+
+        kinds = text.translate(self._kinds)
+        n = len(text)
+        regions: list[list[int]] = []
+        for m in re.finditer("j+", kinds):
+            rs, re_ = max(0, m.start() - 2), min(n, m.end() + 1)
+            if regions and rs <= regions[-1][1]:  # (overlapping or touching: one region)
+                regions[-1][1] = re_
+            else:
+                regions.append([rs, re_])
+        out, pos = [], 0
+        for rs, re_ in regions:
+            if rs > pos:
+                out.append(text[pos:rs].translate(self._singles))
+            changes: list = []
+            self._changes(text[rs:re_], changes)
+            out.extend(ch for ch, _k in changes)
+            pos = re_
+        out.append(text[pos:].translate(self._singles))
+        return "".join(out)
+
+    def _learn(self, text: str) -> None:
+        """Classify all of text's chars not met yet at once (numpy: their grapheme values and the
+        trie walk), where each alone costs _Singles ~2-3 us (wagahai.txt's 3.1K distinct chars:
+        ~8 ms; utf8seq.txt's 235K: ~0.6 s)."""
+        import numpy as np
+
+        from .bert import distinct_code_points
+        from .graphemes import CONTROL, EXT_PICT, INCB_CONSONANT, LF
+
+        kinds = self._kinds
+        new = np.array([c for c in distinct_code_points(text, 1 << 21) if c not in kinds], dtype=np.int64)
+        if not len(new):
+            return
+        v = self.graphemes.values(new)
+        single = (v == 0) | (v == CONTROL) | (v == EXT_PICT) | (v == INCB_CONSONANT) | (v == LF)
+        one = new[single].tolist()
+        self._singles.update(zip(one, [c if r is None else r for c, r in zip(one, self.map.transform_chars(new[single]))]))
+        kinds.update(zip(new.tolist(), np.where(single, "s", "j").tolist()))
+
     def normalize(self, text: str, want_align: bool):
+        if not want_align:
+            return self._unaligned(text), None
         busy = self._busy if self._busy is not None else self._busy_regex()
         n = len(text)
         # Regions to walk: each busy run widened by two chars on the left (so a removal is charged
@@ -162,6 +304,23 @@ class Precompiled:
             if want_align:
                 align.extend((q, q + 1) if q < n else (n, n) for q in range(p, p + n - pos))
         return "".join(pieces), (align if want_align else None)
+
+
+class _Kinds(dict):
+    """cp -> "s" for a char of _Singles, "j" for any other (a translate that finds the others)."""
+
+    def __init__(self, singles: _Singles):
+        super().__init__()
+        self.singles = singles
+
+    def __missing__(self, cp):
+        try:
+            self.singles[cp]
+            v = "s"
+        except _Joining:
+            v = "j"
+        self[cp] = v
+        return v
 
 
 # Nmt: control chars dropped, some spaces and invisible chars mapped to ' ' (tokenizers' nmt()).
