@@ -32,6 +32,7 @@ import heapq
 import math
 import re
 import struct
+import sys
 from itertools import chain, compress, repeat
 from operator import is_, itemgetter
 
@@ -46,6 +47,7 @@ MAX_RESEGMENT_DEPTH = 100
 RESET = 100000.0  # |path score| above which the Unigram lattice rebases its scores (sentencepiece 0.2.3)
 NO_REBASE = RESET / 1.001  # chars x largest |score| below this: the lattice cannot reach RESET
 _DECODE = ((), -1.0, ())  # _unigram_cached's entry for a run always decoded from its X
+FOLLOW_RUNS = 256  # runs in a text from which _unigram_follow goes by numpy (spm_unigram.follow), once imported
 RUN_CHARS = 512  # a BPE run this long of one char merges as glued chunks (_bpe_run)
 CHUNK_CHARS = 2048  # ... and one this long of other chars, by numpy (spm_chunks.py)
 BATCH_WORD_CHARS = 64  # runs up to this long merge in one numpy batch (spm_chunks.merge_words) ...
@@ -373,6 +375,10 @@ class SentencePiece(VocabFile):
         reaches gives its remembered ids, any other is decoded from X. (A text long enough to
         rebase went whole through the per-char lattice: en.txt under botchan_en_unigram_1000,
         warm, 352 ms; so 65.)"""
+        if len(segs) >= FOLLOW_RUNS and "numpy" in sys.modules:
+            from .spm_unigram import follow
+
+            return self._join(follow(self, segs, parts, RESET))
         x = 0.0
         out = []
         width = 1.001 * self.max_abs_score  # (the most a node moves the score, with its rounding)
