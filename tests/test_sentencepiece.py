@@ -365,6 +365,12 @@ def test_trained_options(kind, corpus, tmp_path, monkeypatch):
         assert not bad, f"{kind}, batched: {len(bad)} of {len(texts)} differ, first: {bad[:3]}"
         # (whitespace as suffix: pieces hold "x▁", the text is not cut into runs, and BPE runs whole)
         assert any(g is not None for got in batched for g in got) == tok.model.cut
+    else:
+        runs = _force_unigram_batches(monkeypatch)
+        tok = tokmap.load(tmp_path / f"{kind}.mtok")
+        bad = _compare(sp, tok, texts + [corpus("en")])
+        assert not bad, f"{kind}, batched: {len(bad)} of {len(texts)} differ, first: {bad[:3]}"
+        assert bool(runs) == tok.model.cut  # (whitespace as suffix: the text is not cut into runs)
     rng = random.Random(2)
     for _ in range(300):
         ids = [rng.randrange(sp.get_piece_size()) for _ in range(rng.randint(0, 10))]
@@ -627,6 +633,68 @@ def test_bpe_pair_table_ties(tmp_path, monkeypatch):
     assert not _compare(sp, tok, texts)
     assert [g is not None for g in glued] == [False, True, False]  # (only the run without a tie)
     assert spm_chunks.pair_table({"a": 1, "xa": 2}, [0.0, -1.0, -2.0]) is None
+
+
+def _force_unigram_batches(monkeypatch) -> list:
+    """Every call's new Unigram runs through spm_unigram.words; the list of the runs it took."""
+    from tokmap.runtime.models import spm as spm_model
+    from tokmap.runtime.models import spm_unigram
+
+    monkeypatch.setattr(spm_model, "BATCH_RUNS", 1)
+    took = []
+    words = spm_unigram.words
+    monkeypatch.setattr(spm_unigram, "words", lambda m, lat, runs: took.extend(runs) or words(m, lat, runs))
+    return took
+
+
+def test_unigram_runs_in_numpy_batches(pair, corpus, monkeypatch):
+    """spm_unigram.words gives each run what _unigram_word gives it (ids, slack to the last bit,
+    node scores): runs made of pieces, of unknown chars and of random text; and the ids as
+    sentencepiece gives them with every call's runs decoded that way."""
+    from tokmap.runtime.models import spm_unigram
+
+    sp, tok = pair("botchan_en_unigram_1000")
+    tok.encode("x")
+    m = tok.model
+    rng = random.Random(12)
+    runs = ["\u2581" + t.replace(" ", "\u2581") for t in _piece_strings(sp, 2_000, seed=3)]
+    runs += ["".join(rng.choice("ab\u2581xyzQ7é日本<>") for _ in range(rng.randint(1, 30))) for _ in range(2_000)]
+    runs += ["\u2581" + w for w in corpus("pride").split()[:3_000]] + ["\u2581" * k for k in range(1, 20)]
+    runs = [r for r in dict.fromkeys(runs) if len(r) <= spm_unigram.DP_CHARS]
+    got = spm_unigram.words(m, spm_unigram.lattice(m), runs)
+    bad = [(r, g, w) for r, g, w in zip(runs, got, map(m._unigram_word, runs)) if g != w]
+    assert not bad, f"{len(bad)} of {len(runs)} differ, first: {bad[:2]}"
+    took = _force_unigram_batches(monkeypatch)
+    tok = tokmap.load(tok.path)
+    texts = _piece_strings(sp, 2_000, seed=19) + [corpus("en"), corpus("code")[:200_000], corpus("pride")]
+    assert not _compare(sp, tok, texts)
+    assert len(took) > 10_000
+
+
+def test_unigram_batch_exact_ties(tmp_path, monkeypatch):
+    """Scores whose sums tie exactly ("ab" = "a" + "b", "abc" = "ab" + "c" = "a" + "bc"): the batch
+    keeps the first best as the scalar loop does (slack 0), and the ids stay sentencepiece's."""
+    spm = pytest.importorskip("sentencepiece")
+    from tokmap.runtime.models import spm_unigram
+
+    blob = (_piece("<unk>", 0, 2) + _piece("<s>", 0, 3) + _piece("</s>", 0, 3) + _piece("\u2581", -1.0)
+            + _piece("a", -1.0) + _piece("b", -1.0) + _piece("c", -1.0) + _piece("ab", -2.0) + _piece("bc", -2.0)
+            + _piece("abc", -3.0) + _piece("\u2581a", -2.0) + _piece("ca", -2.0) + _piece("cab", -3.0)
+            + _field(2, 2, _field(3, 0, _varint(1))))
+    (tmp_path / "t.model").write_bytes(blob)
+    tokmap.export(tmp_path / "t.model", tmp_path / "t.mtok")
+    sp, tok = spm.SentencePieceProcessor(model_file=str(tmp_path / "t.model")), tokmap.load(tmp_path / "t.mtok")
+    tok.encode("a")
+    m = tok.model
+    rng = random.Random(6)
+    runs = list(dict.fromkeys("\u2581" + "".join(rng.choice("abcx") for _ in range(rng.randint(0, 14)))
+                              for _ in range(3_000)))
+    got = spm_unigram.words(m, spm_unigram.lattice(m), runs)
+    assert got == list(map(m._unigram_word, runs))
+    assert sum(g[1] == 0 for g in got) > 100  # (exact ties: slack 0)
+    _force_unigram_batches(monkeypatch)
+    tok = tokmap.load(tmp_path / "t.mtok")
+    assert not _compare(sp, tok, [r[1:].replace("\u2581", " ") for r in runs] + [" ".join(r[1:] for r in runs)])
 
 
 def _force_numpy_batches(monkeypatch) -> list:

@@ -101,11 +101,11 @@ def test_lattice_refuses_non_finite_scores(tmp_path):
     path.write_text(json.dumps(_toy(vocab)), encoding="utf-8")
     tokmap.export(path, tmp_path / "t.mtok")
     model = tokmap.load(tmp_path / "t.mtok").pipeline.model
-    unigram_batch.Lattice(model.tb, model.off, model.scores, model.n)
+    unigram_batch.Lattice.from_file(model.tb, model.off, model.scores, model.n)
     for bad in (float("-inf"), float("nan")):
         scores = unigram_batch.np.array([0.0, -1.0, bad, -1.0])
         with pytest.raises(unigram_batch.Unusable):
-            unigram_batch.Lattice(model.tb, model.off, scores.tobytes(), model.n)
+            unigram_batch.Lattice.from_file(model.tb, model.off, scores.tobytes(), model.n)
 
 
 def test_lattice_refuses_damaged_pieces():
@@ -114,9 +114,9 @@ def test_lattice_refuses_damaged_pieces():
     from array import array
 
     scores = unigram_batch.np.array([-1.0, -2.0, -3.0]).tobytes()
-    ok = unigram_batch.Lattice(memoryview(b"a\xc3\xa9b"), array("I", [0, 1, 3, 4]), scores, 3)
+    ok = unigram_batch.Lattice.from_file(memoryview(b"a\xc3\xa9b"), array("I", [0, 1, 3, 4]), scores, 3)
     assert ok.lookup("\u00e9") == 1 and ok.lookup("b") == 2 and ok.lookup("ab") is None
     for tb, off in ((b"a\xc3\xa9b", [0, 1, 2, 4]), (b"a\xc3\xa9b", [0, 3, 1, 4]), (b"a\xc3\xa9b", [0, 1, 3, 9]),
                     (b"a\xff\xa9b", [0, 1, 3, 4])):
         with pytest.raises(unigram_batch.Unusable):
-            unigram_batch.Lattice(memoryview(tb), array("I", off), scores, 3)
+            unigram_batch.Lattice.from_file(memoryview(tb), array("I", off), scores, 3)

@@ -47,6 +47,7 @@ MAX_RESEGMENT_DEPTH = 100
 RESET = 100000.0  # |path score| above which the Unigram lattice rebases its scores (sentencepiece 0.2.3)
 NO_REBASE = RESET / 1.001  # chars x largest |score| below this: the lattice cannot reach RESET
 _DECODE = ((), -1.0, ())  # _unigram_cached's entry for a run always decoded from its X
+BATCH_RUNS = 128  # distinct new Unigram runs in a call from which they are decoded in numpy (spm_unigram.words)
 FOLLOW_RUNS = 256  # runs in a text from which _unigram_follow goes by numpy (spm_unigram.follow), once imported
 RUN_CHARS = 512  # a BPE run this long of one char merges as glued chunks (_bpe_run)
 CHUNK_CHARS = 2048  # ... and one this long of other chars, by numpy (spm_chunks.py)
@@ -106,6 +107,7 @@ class SentencePiece(VocabFile):
         self._heap_chars = 0  # chars of the runs the heap would have merged so far (_table_for)
         self.word_cache: dict[str, tuple] = {}  # Unigram: run -> (ids, slack, path scores)
         self._u: dict[int, float] = {}  # text length -> _rounding(length)
+        self._lattice = None  # Unigram: spm_unigram.lattice, on the first batch of runs (False: none)
 
     # -- vocabulary -------------------------------------------------------------------------
     def piece(self, i: int) -> str:
@@ -357,7 +359,14 @@ class SentencePiece(VocabFile):
             fresh = dict.fromkeys(compress(segs, map(is_, parts, repeat(None))))
             # (a run too long for its scores ever to stay within RESET is decoded in place, always)
             longest = RESET / (1.001 * self.max_abs_score) if self.max_abs_score else float("inf")
-            fresh.update((w, self._unigram_word(w) if len(w) < longest else _DECODE) for w in fresh)
+            if len(fresh) >= BATCH_RUNS and "numpy" in sys.modules and self._lattice_ready():
+                # (many at once: one numpy lattice for the short ones)
+                from .spm_unigram import DP_CHARS, words
+
+                todo = [w for w in fresh if len(w) < longest and len(w) <= DP_CHARS]
+                fresh.update(zip(todo, words(self, self._lattice, todo)))
+            fresh = {w: _DECODE if len(w) >= longest else self._unigram_word(w) if got is None else got
+                     for w, got in fresh.items()}
             parts = list(map(fresh.get, segs, parts))
             cache.update(kv for kv in fresh.items() if len(kv[0]) <= WORD_CACHE_LEN)
         if len(text) * self.max_abs_score < NO_REBASE:
@@ -367,6 +376,14 @@ class SentencePiece(VocabFile):
             if min(map(itemgetter(1), parts)) > u:
                 return self._join(list(map(itemgetter(0), parts)))
         return self._unigram_follow(segs, parts)
+
+    def _lattice_ready(self) -> bool:
+        """Whether spm_unigram.words serves this model (its Lattice built on first use)."""
+        if self._lattice is None:
+            from .spm_unigram import lattice
+
+            self._lattice = lattice(self)
+        return bool(self._lattice)
 
     def _unigram_follow(self, segs: list[str], parts: list) -> list[int]:
         """_unigram_cached with X followed run by run. At a cut nothing else is open, so a rebase

@@ -72,3 +72,120 @@ def follow(model, segs: list[str], parts: list, reset: float) -> list:
             k += 1
             block = BLOCK_AFTER_FAIL
     return out
+
+
+# -- many distinct runs at once ------------------------------------------------------------------
+DP_CHARS = 64  # runs up to this long go through words()' Viterbi steps; longer ones, the scalar lattice
+
+
+def lattice(model):
+    """unigram_batch.Lattice of the pieces the scalar lattice matches (model.pieces but the
+    UNUSED ones), scored as its nodes are (user-defined: 0.1 x (bytes - 1), in float32); False
+    when the pieces cannot be hashed apart."""
+    from .spm import UNUSED, USER_DEFINED, f32
+    from .unigram_batch import Lattice, Unusable
+
+    types = model.types
+    strings = [""] * model.n
+    scores = np.array(model.scores.tolist(), dtype=np.float64)
+    for s, pid in model.pieces.items():
+        t = types[pid]
+        if t != UNUSED:
+            strings[pid] = s
+            if t == USER_DEFINED:
+                scores[pid] = f32(0.1 * (len(s.encode("utf-8")) - 1))
+    scores[[k for k, s in enumerate(strings) if not s]] = 0.0  # (no piece: never a node)
+    try:
+        return Lattice.from_strings(strings, scores, model.max_len)
+    except Unusable:
+        return False
+
+
+def words(model, lat, runs: list[str]) -> list:
+    """spm.SentencePiece._unigram_word of each run (non-empty, at most DP_CHARS chars; a longer
+    one gets None, for the caller to decode). The same lattice in double arithmetic: candidates and unk nodes from
+    lat, the starts taken in order with every candidate relaxing its end node (the scalar loop
+    visits starts, then lengths, in ascending order: a node's first candidate sets it, a greater
+    one takes over and leaves the old best as second, another raises second), and each run's
+    path, slack (its smallest winning margin / 2n) and node scores read back at once."""
+    from .textparts import tuples
+
+    nw = len(runs)
+    if not nw:
+        return []
+    joined = "".join(runs)
+    cps = np.frombuffer(joined.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
+    nch = np.fromiter(map(len, runs), dtype=np.int64, count=nw)
+    wstart = np.cumsum(nch) - nch
+    word_of = np.repeat(np.arange(nw), nch)
+    bad = nch > DP_CHARS
+    cs, cl, cid, score = lat._candidates(cps, word_of, nch[word_of] - (np.arange(len(cps)) - wstart[word_of]),
+                                        model.unk_id, model.unk_score, bad)
+    cw = word_of[cs]
+    keep = np.flatnonzero(~bad[cw])
+    cs, cl, cid, cw, score = cs[keep], cl[keep], cid[keep], cw[keep], score[keep]
+    start_node = cs + cw  # (run w's positions 0..nch[w]: nodes wstart[w] + w + 0..nch[w])
+    local = (cs - wstart[cw]).astype(np.uint8)  # (< DP_CHARS: a radix sort)
+    order = np.argsort(local, kind="stable")
+    start_node, cid, score = start_node[order], cid[order], score[order]
+    end_node = start_node + cl[order]
+    total = int(nch.sum()) + nw
+    heads = wstart + np.arange(nw)
+    best = np.full(total, -np.inf)
+    best[heads] = 0.0
+    second = np.full(total, -np.inf)
+    from_node = np.zeros(total, dtype=np.int64)
+    node_id = np.zeros(total, dtype=np.int64)
+    node_sc = np.zeros(total, dtype=np.float64)
+    bounds = np.concatenate(([0], np.cumsum(np.bincount(local, minlength=DP_CHARS)))).tolist()
+    for a, b in zip(bounds[:-1], bounds[1:]):
+        if a == b:
+            continue
+        tn, sn, sc = end_node[a:b], start_node[a:b], score[a:b]
+        val = best[sn] + sc  # (the scalar loop's sc + here, in double)
+        old = best[tn]
+        unset = old == -np.inf  # (every sum is finite: max_abs_score is)
+        up = val > old
+        second[tn] = np.where(unset, second[tn], np.where(up, old, np.maximum(second[tn], val)))
+        w = np.flatnonzero(up)  # (an unset node's first candidate beats -inf)
+        t = tn[w]
+        best[t] = val[w]
+        from_node[t] = sn[w]
+        node_id[t] = cid[a:b][w]
+        node_sc[t] = sc[w]
+    good = np.flatnonzero(~bad)
+    out: list = [None] * nw
+    if not len(good):
+        return out
+    head = heads[good]
+    path_w, path_node = [], []
+    live = np.arange(len(good))
+    cur = head + nch[good]
+    while len(live):
+        path_w.append(live)
+        path_node.append(cur)
+        cur = from_node[cur]
+        more = cur != head[live]
+        live, cur = live[more], cur[more]
+    pw = np.concatenate(path_w)
+    pn = np.concatenate(path_node)
+    order = np.lexsort((pn, pw))  # each run's nodes from its start
+    pw, pn = pw[order], pn[order]
+    counts = np.bincount(pw, minlength=len(good))
+    starts = np.cumsum(counts) - counts
+    margin = np.minimum.reduceat(best[pn] - second[pn], starts)
+    slack = (margin / (2 * nch[good])).tolist()
+    pid = node_id[pn]
+    ids = tuples(pid, starts, counts)
+    path = tuples(node_sc[pn], starts, counts)
+    unk = model.unk_id
+    if (pid == unk).any():  # runs with unknown pieces: byte fallback or their unks collapsed (_finish)
+        with_unk = np.zeros(len(good), dtype=bool)
+        with_unk[pw[pid == unk]] = True
+        ends = (pn - head[pw]).tolist()
+        for j in np.flatnonzero(with_unk).tolist():
+            run = runs[int(good[j])]
+            e = ends[starts[j]:starts[j] + counts[j]]
+            ids[j] = tuple(model._finish([(run[s:t], i) for s, t, i in zip([0, *e[:-1]], e, ids[j])]))
+    any(map(out.__setitem__, good.tolist(), zip(ids, slack, path)))
+    return out

@@ -102,7 +102,7 @@ class Unigram(VocabFile):
             from .unigram_batch import Lattice, Unusable
 
             try:
-                self._lattice = Lattice(self.tb, self.off, self.scores, self.n)
+                self._lattice = Lattice.from_file(self.tb, self.off, self.scores, self.n)
             except Unusable:
                 self._lattice = False
         return bool(self._lattice)

@@ -61,7 +61,35 @@ class Lattice:
     repeated piece as in tokenizers' token_to_id, and whether it is a proper prefix of a piece),
     each piece's code points, and the scores."""
 
-    def __init__(self, tb, off, scores, n: int):
+    def __init__(self, cps: np.ndarray, cstart: np.ndarray, lens: np.ndarray, scores: np.ndarray,
+                 max_len: int | None = None):
+        """Piece i is cps[cstart[i]:cstart[i] + lens[i]] (a piece of length 0 is none: the scalar
+        loop's substrings are not empty), scored scores[i]; max_len: the longest substring tried
+        (the longest piece unless given)."""
+        self.scores = scores
+        if not np.isfinite(scores).all():
+            raise Unusable("a score is not finite")
+        keep = np.flatnonzero(lens > 0)
+        if not len(keep):
+            raise Unusable("no pieces")
+        h, pre = _hash_rounds(cps, cstart[keep], lens[keep])
+        order = np.lexsort((keep, h))  # by hash, then id: a hash's last entry is its last id
+        hs, ids = h[order], keep[order]
+        last = np.append(hs[1:] != hs[:-1], True)
+        # Every entry must be the same string as its hash's last entry (a repeated piece), else two
+        # pieces collide and a lookup could not tell them apart.
+        owner = self._group_last(ids, last)
+        if (lens[ids] != lens[owner]).any() or not self._same(cps, cstart, ids, owner, lens):
+            raise Unusable("two pieces share a hash")
+        self._table(hs[last], ids[last], np.unique(pre))
+        self.cps, self.cstart, self.lens = cps, cstart, lens
+        self.max_len = int(lens.max()) if max_len is None else max_len
+        self._looked: dict[str, int | None] = {}
+
+    @classmethod
+    def from_file(cls, tb, off, scores, n: int) -> "Lattice":
+        """The first n pieces of a file's vocabulary (tb, off: its token bytes and offsets) with
+        their f64 scores (a buffer)."""
         if n == 0:
             raise Unusable("no pieces")
         off_np = np.frombuffer(off, dtype=np.uint32)[:n + 1].astype(np.int64)
@@ -79,24 +107,14 @@ class Lattice:
         cps = np.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
         char_before = np.concatenate(([0], np.cumsum((raw & 0xC0) != 0x80)))
         cstart = char_before[rel]
-        lens = np.diff(cstart)
-        self.scores = np.frombuffer(scores, dtype=np.float64)[:n]
-        if not np.isfinite(self.scores).all():
-            raise Unusable("a score is not finite")
-        keep = np.flatnonzero(lens > 0)  # (an empty piece never matches: the scalar loop's substrings are not empty)
-        h, pre = _hash_rounds(cps, cstart[keep], lens[keep])
-        order = np.lexsort((keep, h))  # by hash, then id: a hash's last entry is its last id
-        hs, ids = h[order], keep[order]
-        last = np.append(hs[1:] != hs[:-1], True)
-        # Every entry must be the same string as its hash's last entry (a repeated piece), else two
-        # pieces collide and a lookup could not tell them apart.
-        owner = self._group_last(ids, last)
-        if (lens[ids] != lens[owner]).any() or not self._same(cps, cstart, ids, owner, lens):
-            raise Unusable("two pieces share a hash")
-        self._table(hs[last], ids[last], np.unique(pre))
-        self.cps, self.cstart, self.lens = cps, cstart, lens
-        self.max_len = int(lens.max())
-        self._looked: dict[str, int | None] = {}
+        return cls(cps, cstart[:-1], np.diff(cstart), np.frombuffer(scores, dtype=np.float64)[:n])
+
+    @classmethod
+    def from_strings(cls, strings: list[str], scores: np.ndarray, max_len: int) -> "Lattice":
+        """Piece i is strings[i] ("" for an id that is no piece), scored scores[i]."""
+        lens = np.fromiter(map(len, strings), dtype=np.int64, count=len(strings))
+        cps = np.frombuffer("".join(strings).encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
+        return cls(cps, np.cumsum(lens) - lens, lens, scores, max_len)
 
     @staticmethod
     def _group_last(ids: np.ndarray, last: np.ndarray) -> np.ndarray:
@@ -252,6 +270,8 @@ class Lattice:
                     got_score.append(np.full(len(unk), unk_score, dtype=np.float64))
             go = (left[live] > l) & (v & 1).astype(bool) if l < self.max_len else np.zeros(len(live), dtype=bool)
             live, h = live[go], h[go]
+        if not got_s:  # (no chars at all)
+            return (np.zeros(0, dtype=np.int64),) * 3 + (np.zeros(0, dtype=np.float64),)
         return (np.concatenate(got_s), np.concatenate(got_l), np.concatenate(got_id),
                 np.concatenate(got_score))
 
