@@ -11,7 +11,7 @@ from click.testing import CliRunner
 import tokmap
 from tokmap import cli, mtok
 
-from conftest import ROOT
+from conftest import ROOT, require
 
 GPT2 = ROOT / "testdata" / "gpt2.tiktoken"
 
@@ -23,13 +23,26 @@ def gpt2(tmp_path_factory):
     return out
 
 
-def test_import_and_short_encode_stay_stdlib(exported):
-    """import tokmap -> load -> first short encodes never import numpy, regex, click or the exporter."""
-    path = exported("llama3")
+def _unigram_mtok(name, exported, testdata, tmp_path_factory):
+    """botchan-unigram (tokenizer.json) or botchan_en_unigram_1000 (.model) exported."""
+    if name != "botchan_en_unigram_1000":
+        return exported(name)
+    out = tmp_path_factory.mktemp("spm") / f"{name}.mtok"
+    tokmap.export(require(testdata / "models" / "sentencepiece" / f"{name}.model"), out)
+    return out
+
+
+@pytest.mark.parametrize("name", ["llama3", "botchan-unigram", "botchan_en_unigram_1000"])
+def test_import_and_short_encode_stay_stdlib(exported, testdata, tmp_path_factory, name):
+    """import tokmap -> load -> first short encodes never import numpy, regex, click or the exporter
+    (Unigram: a text past the Precompiled normalizer's bulk classification and with more words
+    than the numpy lattice takes once numpy is imported, which is not enough to import it)."""
+    path = _unigram_mtok(name, exported, testdata, tmp_path_factory)
     code = (
         "import sys, tokmap\n"
         f"t = tokmap.load({str(path)!r})\n"
         "t.encode('Hello world'); t.encode('日本語のテキスト ünïcode 👍'); t.decode(t.encode('x y'))\n"
+        "t.encode(' '.join(f'w{k}x{k * 7} naïve\\nline' for k in range(300)))\n"
         "bad = [m for m in ('numpy', 'regex', 'click', 'tokmap.exporter', 'tokmap.formats', 'unicodedata',"
         " 'tokenizers', 'tiktoken') if m in sys.modules]\n"
         "print(bad)\n"
@@ -54,12 +67,12 @@ def test_encode_only_process_builds_no_decoder(exported):
     assert out.splitlines() == ["[]", "Hello world True"]
 
 
-@pytest.mark.parametrize("name", ["llama3", "gemma3"])
-def test_long_encodes_import_no_more_of_numpy(exported, testdata, name):
+@pytest.mark.parametrize("name", ["llama3", "gemma3", "botchan-unigram", "botchan_en_unigram_1000"])
+def test_long_encodes_import_no_more_of_numpy(exported, testdata, tmp_path_factory, name):
     """A first long encode imports only numpy itself: np.unique / np.isin import numpy.ma (~6 ms,
-    paid by the first cold encode of every process); byte-level BPE and the char-level cut table
-    use sort-based equivalents."""
-    path = exported(name)
+    paid by the first cold encode of every process); byte-level BPE, the char-level cut table and
+    the Unigram lattice use sort-based equivalents."""
+    path = _unigram_mtok(name, exported, testdata, tmp_path_factory)
     corpus = testdata / "corpus"
     code = (
         "import sys, numpy, tokmap\n"

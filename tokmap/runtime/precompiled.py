@@ -14,13 +14,15 @@ emitted char, even one from an earlier cluster, so the offsets reproduce its qui
 from __future__ import annotations
 
 import struct
+import sys
 from threading import get_ident
 
 from .. import mtok
 from ..errors import FormatError
 
 
-LEARN_TEXT = 256  # chars of a text from which its new chars are classified together (Precompiled._learn)
+LEARN_TEXT = 256  # chars of a text from which its new chars are classified together (Precompiled._learn) ...
+LEARN_IMPORT = 1 << 16  # ... once numpy is imported, or this many (a first short encode never imports it)
 
 
 def _push_replacement(changes: list, old: str, new: str) -> None:
@@ -203,7 +205,7 @@ class Precompiled:
         own (_Singles: ~30 ns a char, where the cluster walk costs ~1 us; Japanese, English with
         newlines); else the walk over the regions around the other chars (a run of them widened
         by two chars on the left and one on the right, as in normalize), the translate between."""
-        if len(text) >= LEARN_TEXT:
+        if len(text) >= (LEARN_TEXT if "numpy" in sys.modules else LEARN_IMPORT):
             self._probe = get_ident()
             try:
                 return text.translate(self._singles)

@@ -47,7 +47,8 @@ MAX_RESEGMENT_DEPTH = 100
 RESET = 100000.0  # |path score| above which the Unigram lattice rebases its scores (sentencepiece 0.2.3)
 NO_REBASE = RESET / 1.001  # chars x largest |score| below this: the lattice cannot reach RESET
 _DECODE = ((), -1.0, ())  # _unigram_cached's entry for a run always decoded from its X
-BATCH_RUNS = 128  # distinct new Unigram runs in a call from which they are decoded in numpy (spm_unigram.words)
+BATCH_RUNS = 128  # distinct new Unigram runs in a call from which they are decoded in numpy (spm_unigram.words) ...
+BATCH_IMPORT = 1 << 15  # ... once imported, or when they hold this many chars (the import, ~40-110 ms, then pays)
 FOLLOW_RUNS = 256  # runs in a text from which _unigram_follow goes by numpy (spm_unigram.follow), once imported
 RUN_CHARS = 512  # a BPE run this long of one char merges as glued chunks (_bpe_run)
 CHUNK_CHARS = 2048  # ... and one this long of other chars, by numpy (spm_chunks.py)
@@ -359,7 +360,8 @@ class SentencePiece(VocabFile):
             fresh = dict.fromkeys(compress(segs, map(is_, parts, repeat(None))))
             # (a run too long for its scores ever to stay within RESET is decoded in place, always)
             longest = RESET / (1.001 * self.max_abs_score) if self.max_abs_score else float("inf")
-            if len(fresh) >= BATCH_RUNS and "numpy" in sys.modules and self._lattice_ready():
+            if len(fresh) >= BATCH_RUNS and ("numpy" in sys.modules or sum(map(len, fresh)) >= BATCH_IMPORT) \
+                    and self._lattice_ready():
                 # (many at once: one numpy lattice for the short ones)
                 from .spm_unigram import DP_CHARS, words
 

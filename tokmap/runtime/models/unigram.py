@@ -26,6 +26,7 @@ from ...errors import EncodeError
 UNK_PENALTY = 10.0
 BATCH_WORDS = 128  # distinct new words in one call from which they go to the numpy lattice (once imported)
 BATCH_TEXT = 1 << 13  # ... or chars in all, from which they go there however few (long lines)
+BATCH_IMPORT = 1 << 15  # chars of new words from which the lattice pays for importing numpy (~40-110 ms)
 BATCH_CHARS = 64  # chars of the longest word the numpy lattice's Viterbi steps take (unigram_batch.py)
 
 
@@ -84,16 +85,21 @@ class Unigram(VocabFile):
 
     def _encode_many(self, words: list[str]) -> list[tuple[int, ...]]:
         """encode_piece of many distinct words: those the numpy lattice takes from it, when they
-        are many or long and numpy is imported (its import, ~110 ms, outweighs ~7 us a word); the
-        rest, and every word otherwise, one by one."""
-        short = [w for w in words if w] if "numpy" in sys.modules else ()
-        if (len(short) < BATCH_WORDS and sum(map(len, short)) < BATCH_TEXT) or not self._batch_ready():
+        are many or long and numpy is imported, or so many that the scalar lattice (~1 us a char)
+        would cost more than importing it; the rest, and every word otherwise, one by one."""
+        todo = [w for w in words if w]
+        chars = sum(map(len, todo))
+        if "numpy" in sys.modules:
+            pays = len(todo) >= BATCH_WORDS or chars >= BATCH_TEXT
+        else:
+            pays = chars >= BATCH_IMPORT
+        if not pays or not self._batch_ready():
             return list(map(self.encode_piece, words))
-        got, paths = self._lattice.encode(short, self.unk_id, self.min_score - UNK_PENALTY, self.byte_fallback,
+        got, paths = self._lattice.encode(todo, self.unk_id, self.min_score - UNK_PENALTY, self.byte_fallback,
                                           BATCH_CHARS)
-        got = dict(zip(short, got))
+        got = dict(zip(todo, got))
         for k, path in paths.items():  # words whose best path has unk nodes: fused as the scalar path does
-            got[short[k]] = self._fused(short[k], path, self._lattice.lookup)[0]
+            got[todo[k]] = self._fused(todo[k], path, self._lattice.lookup)[0]
         return [got.get(w) or self.encode_piece(w) for w in words]
 
     def _batch_ready(self) -> bool:
