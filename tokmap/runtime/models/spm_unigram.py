@@ -1,18 +1,20 @@
-"""SentencePiece Unigram's run-by-run pass in numpy (spm.py's _unigram_follow for many runs).
+"""SentencePiece Unigram in numpy, for spm.py: many distinct runs decoded at once (words), and a
+long text's run-by-run pass over them (follow).
 
-A text's runs (cut at each "\u2581") are decoded once each and remembered with their node scores
-(spm.py: _unigram_word); a whole text then follows the score X its float32 lattice reaches,
-run by run: at a run's start X is rebased to 0 past RESET, and the run's remembered ids hold
-when its scores stay within RESET and its choices win by more than the float32 rounding at the
-magnitude it reaches; X then moves by the run's node scores, summed in float32. Any other run is
-decoded from X in Python (spm.py: _unigram), which sets X anew.
+words: a call's new runs (cut at each "\u2581", up to DP_CHARS chars) through one
+unigram_batch.Lattice of the pieces the scalar lattice matches; Viterbi in double arithmetic over
+the start positions, with _unigram_word's rules, gives each run its ids, slack and node scores.
 
-Here X is one float32 cumulative sum over the runs' node scores, a block of runs at a time:
-np.cumsum over float32 adds in order and rounds each sum to float32, as the Python loop's
-f32(x + score) does (a double holds the exact sum of two floats' roundings: no double
-rounding). A block ends before the first run whose X needs a rebase and at the first run that
-must be decoded; the next block starts from there. The checks are the loop's own double
-arithmetic, elementwise.
+follow: a whole text follows the score X its float32 lattice reaches, run by run: at a run's
+start X is rebased to 0 past RESET, and the run's remembered ids hold when its scores stay within
+RESET and its choices win by more than the float32 rounding at the magnitude it reaches; X then
+moves by the run's node scores, summed in float32. Any other run is decoded from X in Python
+(spm.py: _unigram), which sets X anew. Here X is one float32 cumulative sum over the runs' node
+scores, a block of runs at a time: np.cumsum over float32 adds in order and rounds each sum to
+float32, which is what the loop's f32(x + score) gives (its double sum of two floats, rounded to
+float, equals the float sum: double rounding is harmless for an add). A block ends before the
+first run whose X needs a rebase and at the first run that must be decoded; the next block
+starts from there. The checks are the loop's own double arithmetic, elementwise.
 """
 
 from __future__ import annotations
