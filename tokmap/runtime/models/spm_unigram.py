@@ -111,6 +111,7 @@ def words(model, lat, runs: list[str]) -> list:
     one takes over and leaves the old best as second, another raises second), and each run's
     path, slack (its smallest winning margin / 2n) and node scores read back at once."""
     from .textparts import tuples
+    from .unigram_batch import backtrack
 
     nw = len(runs)
     if not nw:
@@ -160,19 +161,7 @@ def words(model, lat, runs: list[str]) -> list:
     if not len(good):
         return out
     head = heads[good]
-    path_w, path_node = [], []
-    live = np.arange(len(good))
-    cur = head + nch[good]
-    while len(live):
-        path_w.append(live)
-        path_node.append(cur)
-        cur = from_node[cur]
-        more = cur != head[live]
-        live, cur = live[more], cur[more]
-    pw = np.concatenate(path_w)
-    pn = np.concatenate(path_node)
-    order = np.lexsort((pn, pw))  # each run's nodes from its start
-    pw, pn = pw[order], pn[order]
+    pw, pn = backtrack(from_node, head, head + nch[good], np.arange(len(good)))
     counts = np.bincount(pw, minlength=len(good))
     starts = np.cumsum(counts) - counts
     margin = np.minimum.reduceat(best[pn] - second[pn], starts)

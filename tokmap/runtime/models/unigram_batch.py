@@ -42,6 +42,24 @@ def _distinct(values: np.ndarray) -> np.ndarray:
     return s[np.concatenate(([True], s[1:] != s[:-1]))] if len(s) else s
 
 
+def backtrack(from_node, head, end, live, known_w=None, known_node=None):
+    """(word, node) for every node on the best paths of the words `live` (indices into head and
+    end, each word's first and last node), followed back from their ends at once, and the pairs
+    known_w / known_node given; sorted by word, then node: each word's nodes from its start."""
+    path_w, path_node = ([known_w], [known_node]) if known_w is not None else ([], [])
+    cur = end[live]
+    while len(live):
+        path_w.append(live)
+        path_node.append(cur)
+        cur = from_node[cur]
+        more = cur != head[live]
+        live, cur = live[more], cur[more]
+    pw = np.concatenate(path_w) if path_w else np.zeros(0, dtype=np.int64)
+    pn = np.concatenate(path_node) if path_node else np.zeros(0, dtype=np.int64)
+    order = np.lexsort((pn, pw))
+    return pw[order], pn[order]
+
+
 class Unusable(ValueError):
     """The vocabulary cannot be hashed without ambiguity (the scalar path serves it)."""
 
@@ -327,25 +345,10 @@ class Lattice:
         if not len(good):
             return out, {}
         head = wstart[good] + good
-        cur = head + nch[good]
-        path_w, path_node = [], []
-        live = np.flatnonzero(~long[good])
-        cur = cur[live]
         whole = np.flatnonzero(long[good])
-        if len(whole):
-            n = nch[good[whole]]
-            path_w.append(np.repeat(whole, n))
-            path_node.append(ranges(head[whole] + 1, n))
-        while len(live):
-            path_w.append(live)
-            path_node.append(cur)
-            cur = from_node[cur]
-            more = cur != head[live]
-            live, cur = live[more], cur[more]
-        pw = np.concatenate(path_w)
-        pn = np.concatenate(path_node)
-        order = np.lexsort((pn, pw))  # each word's nodes from its start
-        pw, pn = pw[order], pn[order]
+        n = nch[good[whole]]
+        pw, pn = backtrack(from_node, head, head + nch[good], np.flatnonzero(~long[good]),
+                           np.repeat(whole, n), ranges(head[whole] + 1, n))
         pid = node_id[pn]
         paths = {}
         if unk_id is not None and (pid == unk_id).any():
