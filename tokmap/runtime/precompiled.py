@@ -205,20 +205,22 @@ class Precompiled:
         own (_Singles: ~30 ns a char, where the cluster walk costs ~1 us; Japanese, English with
         newlines); else the walk over the regions around the other chars (a run of them widened
         by two chars on the left and one on the right, as in normalize), the translate between."""
+        joining = False
         if len(text) >= (LEARN_TEXT if "numpy" in sys.modules else LEARN_IMPORT):
             self._probe = get_ident()
             try:
                 return text.translate(self._singles)
             except _Joining:
-                pass
+                joining = True  # (no second translate to find that out again)
             except _Unmet:
                 self._learn(text)
             finally:
                 self._probe = None
-        try:
-            return text.translate(self._singles)
-        except _Joining:
-            pass
+        if not joining:
+            try:
+                return text.translate(self._singles)
+            except _Joining:
+                pass
         import re
 
         kinds = text.translate(self._kinds)

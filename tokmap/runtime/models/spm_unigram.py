@@ -105,8 +105,8 @@ def lattice(model):
 
 def words(model, lat, runs: list[str]) -> list:
     """spm.SentencePiece._unigram_word of each run (non-empty, at most DP_CHARS chars; a longer
-    one gets None, for the caller to decode). The same lattice in double arithmetic: candidates and unk nodes from
-    lat, the starts taken in order with every candidate relaxing its end node (the scalar loop
+    one gets None, for the caller to decode). The same lattice in double arithmetic: candidates
+    and unk nodes from lat, the starts taken in order with every candidate relaxing its end node (the scalar loop
     visits starts, then lengths, in ascending order: a node's first candidate sets it, a greater
     one takes over and leaves the old best as second, another raises second), and each run's
     path, slack (its smallest winning margin / 2n) and node scores read back at once."""
@@ -116,15 +116,8 @@ def words(model, lat, runs: list[str]) -> list:
     nw = len(runs)
     if not nw:
         return []
-    joined = "".join(runs)
-    cps = np.frombuffer(joined.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
-    nch = np.fromiter(map(len, runs), dtype=np.int64, count=nw)
-    wstart = np.cumsum(nch) - nch
-    word_of = np.repeat(np.arange(nw), nch)
-    bad = nch > DP_CHARS
-    cs, cl, cid, score = lat._candidates(cps, word_of, nch[word_of] - (np.arange(len(cps)) - wstart[word_of]),
-                                        model.unk_id, model.unk_score, bad)
-    cw = word_of[cs]
+    _joined, nch, wstart, bad, (cs, cl, cid, cw, score) = lat.candidates(runs, model.unk_id, model.unk_score)
+    bad |= nch > DP_CHARS
     keep = np.flatnonzero(~bad[cw])
     cs, cl, cid, cw, score = cs[keep], cl[keep], cid[keep], cw[keep], score[keep]
     start_node = cs + cw  # (run w's positions 0..nch[w]: nodes wstart[w] + w + 0..nch[w])

@@ -238,15 +238,7 @@ class Lattice:
         of two chars or more (a foreign script: Japanese under an English model), its path then
         being its chars one by one; see the module docstring."""
         nw = len(words)
-        joined = "".join(words)
-        cps = np.frombuffer(joined.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
-        nch = np.fromiter(map(len, words), dtype=np.int64, count=nw)
-        wstart = np.cumsum(nch) - nch  # each word's first char
-        word_of = np.repeat(np.arange(nw), nch)
-        bad = np.zeros(nw, dtype=bool)
-        cs, cl, cid, score = self._candidates(cps, word_of, nch[word_of] - (np.arange(len(cps)) - wstart[word_of]),
-                                              unk_id, unk_score, bad)
-        cw = word_of[cs]
+        joined, nch, wstart, bad, (cs, cl, cid, cw, score) = self.candidates(words, unk_id, unk_score)
         long = nch > dp_chars
         if long.any():
             multi = np.zeros(nw, dtype=bool)
@@ -260,11 +252,26 @@ class Lattice:
         from_node[cs[single] + cw[single] + 1] = cs[single] + cw[single]
         return self._paths(node_id, from_node, joined, wstart, nch, bad, long, unk_id, byte_fallback)
 
+    def candidates(self, words: list[str], unk_id: int | None, unk_score: float):
+        """(the words joined, each one's length and first char, whether each needs an unk node
+        when there is no unk id, and every lattice candidate as arrays: its start (a char of the
+        joined words), length, id, word and score, the unk nodes among them (id unk_id, score
+        unk_score)). Word w's positions 0..len are the lattice nodes wstart[w] + w + 0..len."""
+        nw = len(words)
+        joined = "".join(words)
+        cps = np.frombuffer(joined.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
+        nch = np.fromiter(map(len, words), dtype=np.int64, count=nw)
+        wstart = np.cumsum(nch) - nch  # each word's first char
+        word_of = np.repeat(np.arange(nw), nch)
+        bad = np.zeros(nw, dtype=bool)
+        cs, cl, cid, score = self._candidates(cps, word_of, nch[word_of] - (np.arange(len(cps)) - wstart[word_of]),
+                                              unk_id, unk_score, bad)
+        return joined, nch, wstart, bad, (cs, cl, cid, word_of[cs], score)
+
     def _candidates(self, cps, word_of, left, unk_id, unk_score, bad):
-        """Every lattice candidate of the words (cps: their code points back to back, word_of and
-        left: each char's word and the chars from it to its word's end): its start (a global char
-        index), length, id and score, the unk nodes among them (id unk_id, score unk_score). A
-        word that would need an unk node when there is no unk id is marked in bad."""
+        """candidates() of the words' code points back to back (word_of and left: each char's word
+        and the chars from it to its word's end): start, length, id and score of each. A word
+        that would need an unk node when there is no unk id is marked in bad."""
         got_s, got_l, got_id, got_score = [], [], [], []
         live = np.arange(len(cps))
         h = np.zeros(len(cps), dtype=np.uint64)
@@ -335,10 +342,9 @@ class Lattice:
 
     def _paths(self, node_id, from_node, joined: str, wstart, nch, bad, long, unk_id, byte_fallback: bool):
         """encode()'s result from the best paths, read back from every word's end at once (a long
-        word's, every node of it). Each
-        run of unk nodes becomes one node of the run's text looked up again (the scalar path's
-        fusing), the unk id where that text is no piece; with byte_fallback a run whose text is no
-        piece is left to the caller (returned as its word's path)."""
+        word's, every node of it). Each run of unk nodes becomes one node of the run's text looked
+        up again (the scalar path's fusing), the unk id where that text is no piece; with
+        byte_fallback a run whose text is no piece is left to the caller (its word's path)."""
         nw = len(nch)
         out: list = [None] * nw
         good = np.flatnonzero(~bad)
@@ -377,10 +383,12 @@ class Lattice:
         paths = {}
         if None in got:
             if byte_fallback:  # runs that are no piece: their words go to the caller whole
-                for j in {int(pw[first[k]]) for k, i in enumerate(got) if i is None}:
-                    at = np.flatnonzero(pw == j)
-                    e = (pn[at] - head[j]).tolist()
-                    paths[int(good[j])] = list(zip([0, *e[:-1]], e, pid[at].tolist()))
+                words = sorted({int(pw[first[k]]) for k, i in enumerate(got) if i is None})
+                a = np.searchsorted(pw, words).tolist()  # (pw is sorted: each word's nodes together)
+                b = np.searchsorted(pw, words, side="right").tolist()
+                for j, lo, hi in zip(words, a, b):
+                    e = (pn[lo:hi] - head[j]).tolist()
+                    paths[int(good[j])] = list(zip([0, *e[:-1]], e, pid[lo:hi].tolist()))
             got = [unk_id if i is None else i for i in got]
         pid = pid.copy()
         pid[first] = got
