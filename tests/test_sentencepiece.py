@@ -488,6 +488,73 @@ def test_keys_across_characters(name, pair):
     assert not _compare(sp, tok, texts[:1500])
 
 
+def _user_symbol_texts(symbols: list[str], seed: int, n: int) -> list[str]:
+    """Text around user-defined symbols: whole ones, cut ones, doubled brackets and first
+    characters, spaces (single, repeated, leading, trailing) and ordinary words, in every order."""
+    rng = random.Random(seed)
+    bits = symbols + [s[:k] for s in symbols for k in (1, 2, len(s) - 1) if 0 < k < len(s)]
+    bits += [" ", "  ", "x", "word", "\u732b", "\u2581", "]", "[[", "é", "\n", "0"]
+    return ["".join(rng.choice(bits) for _ in range(rng.randint(1, 12))) for _ in range(n)]
+
+
+def _no_byte_loop(monkeypatch, nz):
+    """Make the normalizer's byte loop raise: what follows must take the str path."""
+    def refuse(data):
+        raise AssertionError(f"byte loop on {bytes(data[:40])!r}")
+
+    monkeypatch.setattr(nz, "normalize_bytes", refuse)
+
+
+def test_user_symbols_on_the_str_path(pair, corpus, monkeypatch):
+    """A character a user-defined symbol may start with ("[" for Mistral's "[REFERENCE_DOC_n]")
+    is told on the str path where it stands: the longest symbol there is kept, else the char
+    is what the charsmap makes of it. One such character had sent the whole text to the byte
+    loop (multi.txt's first 1M chars: 1.2 s of a 1.5 s call). The str path makes what the byte
+    loop makes, the byte loop is never taken, and the ids are sentencepiece's."""
+    sp, tok = pair("mistral-v3")
+    tok = tokmap.load(tok.path)
+    tok.encode("x")
+    nz = tok.pipeline.normalizers[0]
+    nz._build_mixed()
+    symbols = sorted(u.decode("utf-8") for u in nz.user)
+    assert symbols and all(s.startswith("[") for s in symbols)
+    texts = _user_symbol_texts(symbols, 17, 3000) + ["[" * 40, "[REFERENCE_DOC_1] [REFERENCE_DOC_10]" * 50]
+    want = [_byte_loop(nz, t) for t in texts]
+    _no_byte_loop(monkeypatch, nz)
+    bad = [(t, w) for t, w in zip(texts, want) if nz.normalize(t)[0] != w]
+    assert not bad, f"{len(bad)} differ, first: {bad[:3]!r}"
+    doc = corpus("code")[:200_000] + "".join(texts[:300])
+    assert "[" in doc
+    assert tok.encode(doc, add_special_tokens=False) == sp.encode(doc)
+    assert not _compare(sp, tok, texts[:1500])
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_inert_runs_are_one_class(name, pair):
+    """A run of characters inert whatever follows is matched by one character class (sre's tight
+    loop), never by an alternation tried at each char: str_parts' class holds exactly the free
+    ranges (with the learned characters, without the space), and the pieces pattern repeats it
+    alone or possessively ahead of the lookahead alternatives."""
+    _sp, tok = pair(name)
+    tok = tokmap.load(tok.path)
+    tok.encode("x")
+    nz = tok.pipeline.normalizers[0]
+    nz._build_mixed()
+    extra = {0x3042, 0x0416}
+    cls, alts = nz._inert.str_parts(" ", nz._free, extra)
+    member = __import__("re").compile(cls).fullmatch
+    free = nz._free
+    for cp in list(range(0x3100)) + list(range(0x3100, 0x110000, 61)):
+        if 0xD800 <= cp < 0xE000:
+            continue
+        inside = cp != 0x20 and (cp in extra or any(a <= cp <= z for a, z in free))
+        assert (member(chr(cp)) is not None) == inside, hex(cp)
+    cls, alts = nz._inert.str_parts(" ", nz._free, nz._plain_chars)  # (the pattern's own)
+    run = cls + "+" if not alts else "(?:" + cls + "++|"
+    assert run in nz._pieces.pattern
+    assert bool(alts) == bool(nz._inert.cond)
+
+
 @pytest.mark.parametrize("name", MODELS)
 def test_learned_inert_characters(name, pair, corpus):
     """A long text with many characters Inert's analysis cannot prove inert (Cyrillic, kana, and

@@ -10,8 +10,9 @@ grapheme-cluster Precompiled rule (CONFORMANCE §3, §11).
 
 Most text never needs that loop: the characters the trie and the user-defined symbols provably
 leave alone (Inert) are found once, so a text made of them only has its spaces handled, and a text
-with a few others has each of those replaced as it would be anywhere (when that does not depend on
-what follows), all over str.
+with a few others has each of those replaced as it would be anywhere, or, where that depends on
+what stands there (a user-defined symbol, a key into the next character), as prefix() finds it
+at that position, all over str.
 """
 
 from __future__ import annotations
@@ -274,26 +275,27 @@ class Inert:
                     ranges.append((lo, min(lo + size - 1, 0x10FFFF)))
         return _merge(ranges)
 
-    def str_pattern(self, exclude: str = "", free: list | None = None) -> str:
-        """One inert character, as a str regex (without the characters in `exclude`)."""
-        ranges = _minus(self.free_ranges() if free is None else free, [ord(c) for c in exclude])
-        # sre tries the alternatives in order: the ASCII class (a bitmap test) first, as most
-        # text is ASCII.
-        low = [(a, min(z, 0x7F)) for a, z in ranges if a < 0x80]
-        high = [(max(a, 0x80), z) for a, z in ranges if z >= 0x80]
-        alts = ["[" + _str_class(low) + "]"] if low else []
+    def str_parts(self, exclude: str = "", free: list | None = None, extra=()) -> tuple[str | None, list[str]]:
+        """One inert character as str regexes: (a class of those inert whatever follows, with the
+        code points in extra, without the characters in exclude; None when there are none) and
+        the alternatives for those inert unless some continuation follows them (a lookahead each
+        group). Kept apart so that a run of inert characters is `[class]+` (sre's tight loop over
+        one charset, ~15 ms a million chars) or `(?:[class]++|alternatives)+`, never an
+        alternation tried char by char (~160 ms a million: Mistral's ASCII and non-ASCII
+        classes had been two alternatives)."""
+        ranges = _merge((self.free_ranges() if free is None else list(free)) + [(c, c) for c in extra])
+        ranges = _minus(ranges, [ord(c) for c in exclude])
         # ASCII characters spoiled by the same continuation bytes share one lookahead.
         groups: dict[tuple[int, ...], list[int]] = {}
         for b, kids in self.cond.items():
             if chr(b) not in exclude:
                 groups.setdefault(kids, []).append(b)
+        alts = []
         for kids, chars in sorted(groups.items(), key=lambda g: -len(g[1])):
             spoil = _merge([r for r in map(_lead_range, kids) if r[0] is not None])
             alts.append("[" + _str_class([(c, c) for c in sorted(chars)]) + "]"
                         + ("(?!" + _str_set(spoil) + ")" if spoil else ""))
-        if high:
-            alts.append(_str_set(high, 0x80))
-        return "(?:" + "|".join(alts) + ")" if alts else "(?!)"
+        return (_str_set(ranges) if ranges else None), alts
 
     def bytes_pattern(self, exclude: bytes = b"") -> bytes:
         """One inert character, as a bytes regex over valid UTF-8 (surrogates excluded), without
@@ -457,19 +459,21 @@ class SpmNormalizer:
         and between them, and a run of spaces is one piece: the whitespace steps treat them
         alike wherever they stand, _by_pieces says how), or any one character. Inert: Inert's and
         those _learn added, plain or unless one of their followers comes next."""
-        one = self._inert.str_pattern(" ", self._free)
-        alts = [one] if one != "(?!)" else []
-        if self._plain_chars:  # (a class of BMP chars apart: sre tests it with one bitmap lookup)
-            alts.append("[" + _str_class(_merge([(c, c) for c in self._plain_chars])) + "]")
+        cls, alts = self._inert.str_parts(" ", self._free, self._plain_chars)
         if self._ctx_chars:  # (one lookahead for all: any of their followers ends the run)
             alts.append(_str_set(_merge([(c, c) for c in self._ctx_chars])) + "(?!" +
                         _str_set(_merge([(ord(c), ord(c)) for c in self._ctx_next])) + ")")
-        ch = "(?:" + "|".join(alts) + ")" if alts else "(?!)"
+        if cls is not None and alts:
+            run = "(?:" + cls + "++|" + "|".join(alts) + ")+"
+        elif cls is not None:
+            run = cls + "+"
+        else:
+            run = "(?:" + "|".join(alts) + ")+" if alts else "(?!)"
         if self._alone(" ") == " ":
             # (possessive: spaces that no inert char follows are one piece, matched once)
-            self._pieces = re.compile("( *+" + ch + "+(?: ++" + ch + "+)*)| +|.", re.S)
+            self._pieces = re.compile("( *+" + run + "(?: ++" + run + ")*)| +|.", re.S)
         else:
-            self._pieces = re.compile("(" + ch + "+)|.", re.S)
+            self._pieces = re.compile("(" + run + ")|.", re.S)
 
     def _learn(self, chars: set) -> bool:
         """Add the BMP characters (chars: a text's, or those met as single pieces in one that holds
@@ -575,8 +579,11 @@ class SpmNormalizer:
                         sp, skip = got
                     else:
                         sp = sp[0]
-                elif sp is None:
-                    return None
+                elif sp is None:  # (a user-defined symbol may start here, or c's key may not end in it)
+                    got = self._prefix_at(text, m.start())
+                    if got is None:
+                        return None
+                    sp, skip = got
                 if same is not None and sp == m.group() and sp != " ":
                     same.append(sp)
                     if len(same) == LEARN_AFTER and not late:
@@ -622,6 +629,29 @@ class SpmNormalizer:
         if self.add_dummy_prefix and self.suffix:
             res += ws
         return res
+
+    def _prefix_at(self, text: str, i: int):
+        """prefix() at text[i] over str, for a character _alone cannot tell about: (what it
+        becomes, where the text goes on), or None when only the byte loop can say (a surrogate,
+        a key that ends inside a character). Where a user-defined symbol may start, the longest
+        one there is kept as it is; else the charsmap's longest key (_key_at). Before, such a
+        character sent the whole text to the byte loop: Mistral's 20 "[REFERENCE_DOC_n]" symbols
+        made any text with a "[" take it (multi.txt's first 1M chars: 1.2 s of a 1.5 s call)."""
+        c = text[i]
+        if 0xD800 <= ord(c) < 0xE000:
+            return None
+        try:
+            if c.encode("utf-8")[0] in self._user_first:
+                data = text[i:i + self.user_lens[0]].encode("utf-8", "surrogatepass")
+                for ln in self.user_lens:  # (longest first, as prefix() tries them)
+                    if data[:ln] in self.user:
+                        sym = data[:ln].decode("utf-8")
+                        return sym, i + len(sym)
+            if self.charsmap is None:
+                return c, i + 1
+            return self._key_at(text, i)
+        except UnicodeError:  # (a surrogate in the window a key walks)
+            return None
 
     def _key_at(self, text: str, i: int):
         """(what the charsmap's longest key at text[i] becomes, where the text goes on after it),
