@@ -702,6 +702,28 @@ def test_bpe_pair_table_ties(tmp_path, monkeypatch):
     assert spm_chunks.pair_table({"a": 1, "xa": 2}, [0.0, -1.0, -2.0]) is None
 
 
+@pytest.mark.parametrize("name", ["mistral-v3", "botchan_en_bpe_1000"])
+def test_pair_table_splits_by_hash(name, pair, monkeypatch):
+    """The pair table's splits (every piece cut into two pieces) found by numpy hashes are those a
+    dict lookup of each half finds: on the real models' pieces, and on pieces whose hashes are
+    made to collide (multiplier 1: a hash is the sum of the code points), where a substring that
+    is an anagram of a piece is refused char by char ("cba" -> "c" + "ba", "ba" not "ab"), and
+    two pieces of one hash send the whole table to the dict lookups."""
+    from tokmap.runtime.models import spm_chunks
+
+    _sp, tok = pair(name)
+    tok.encode("x")
+    as_set = (lambda got: set(zip(*(a.tolist() for a in got))))  # noqa: E731
+    want = as_set(spm_chunks._splits_by_dict(tok.model.pieces))
+    assert len(want) > 1000 and as_set(spm_chunks._splits(tok.model.pieces)) == want
+    monkeypatch.setattr(spm_chunks, "_HASH_B", 1)
+    pieces = {p: i for i, p in enumerate(["a", "b", "c", "d", "ab", "bc", "cba", "abcd", "dcb", "db"])}
+    got = spm_chunks._splits(pieces)
+    assert got is not None and as_set(got) == as_set(spm_chunks._splits_by_dict(pieces))
+    assert as_set(got) == {(0, 1, 4), (1, 2, 5), (3, 1, 9)}  # ("cb", "ba", "bcd", "abc" are no pieces)
+    assert spm_chunks._splits({"ab": 0, "ba": 1, "a": 2, "b": 3}) is None
+
+
 def _force_unigram_batches(monkeypatch) -> list:
     """Every call's new Unigram runs through spm_unigram.words; the list of the runs it took."""
     from tokmap.runtime.models import spm as spm_model

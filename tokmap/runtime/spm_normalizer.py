@@ -37,6 +37,7 @@ LEARN_CHARS = 8192  # ... of those the text holds (if more: those met, learned a
 LEARN_MAX = 1 << 14  # characters learned so, after which no more are
 MAX_TRIE_RESULTS = 32  # SentencePiece keeps the first 32 prefix matches and takes the longest of those
 _FFFD = "\ufffd".encode("utf-8")
+_USER_TYPE = re.compile(b"\x04")  # SentencePiece's USER_DEFINED piece type
 
 
 def char_len(data, i: int) -> tuple[bool, int]:
@@ -412,7 +413,10 @@ class SpmNormalizer:
         types = f.view(mtok.SECTION_SPM_TYPES, mtok.U8)
         tb = f.view(mtok.SECTION_TOKEN_BYTES, mtok.U8)
         off = f.view(mtok.SECTION_TOKEN_OFFSETS, mtok.U32)
-        self.user = {bytes(tb[off[i] : off[i + 1]]) for i in range(len(types)) if types[i] == 4}
+        # (their ids found by one bytes scan of the type column: a Python test of each of Mistral's
+        # 32K types cost ~1 ms of every first encode)
+        user_ids = [m.start() for m in _USER_TYPE.finditer(bytes(types))]
+        self.user = {bytes(tb[off[i] : off[i + 1]]) for i in user_ids}
         self.user_lens = sorted({len(u) for u in self.user}, reverse=True)
         self._full = None  # the inert-text regexes, built on first use (Inert walks the trie)
         self._pieces = None
