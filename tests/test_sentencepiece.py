@@ -530,29 +530,66 @@ def test_user_symbols_on_the_str_path(pair, corpus, monkeypatch):
 
 
 @pytest.mark.parametrize("name", MODELS)
+def test_space_like_characters(name, pair, monkeypatch):
+    """Characters the charsmap makes a plain space wherever they stand (nmt_nfkc's newline, tab,
+    ideographic space) are matched where spaces are, inside runs and in runs of spaces, and become
+    spaces there: the str path makes what the byte loop makes on whitespace-heavy text (every mix
+    of them with spaces, words, marks, keys into the next char), and the ids are sentencepiece's."""
+    sp, tok = pair(name)
+    tok = tokmap.load(tok.path)
+    tok.encode("x")
+    nz = tok.pipeline.normalizers[0]
+    nz._build_mixed()
+    rng = random.Random(41)
+    ws = list(spm_normalizer.SPACE_LIKE) + [" ", "  ", "\r\n", "\n\n"]
+    words = ["x", "word", "\u732b", "e\u0301", "\u304b\u3099", "[", "\u2581", ".", "\uff76\uff9e", "A"]
+    texts = ["".join(rng.choice(ws if rng.random() < 0.5 else words) for _ in range(rng.randint(1, 16)))
+             for _ in range(4000)]
+    texts.append("".join(rng.choice(ws + words) for _ in range(20000)))
+    want = [_byte_loop(nz, t) for t in texts]
+    _no_byte_loop(monkeypatch, nz)
+    bad = [(t, w) for t, w in zip(texts, want) if nz.normalize(t)[0] != w]
+    assert not bad, f"{len(bad)} differ, first: {bad[:3]!r}"
+    if nz.charsmap is not None:  # (Mistral has none: no char becomes a space)
+        like = [c for c in spm_normalizer.SPACE_LIKE if nz._space_table.fullmatch(c)]
+        assert like and all(nz._alone(c) == " " for c in like)
+    assert not _compare(sp, tok, texts[:1500] + texts[-1:])
+
+
+@pytest.mark.parametrize("name", MODELS)
 def test_inert_runs_are_one_class(name, pair):
     """A run of characters inert whatever follows is matched by one character class (sre's tight
-    loop), never by an alternation tried at each char: str_parts' class holds exactly the free
-    ranges (with the learned characters, without the space), and the pieces pattern repeats it
-    alone or possessively ahead of the lookahead alternatives."""
+    loop), never by an alternation tried at each char: str_parts' ranges hold exactly the free
+    ones (with the learned characters, without the space), and the pieces pattern repeats their
+    class alone or possessively ahead of the lookahead alternatives; for a text where no char is
+    followed by one that spoils it, the class takes those chars too."""
+    import re
+
+    from tokmap.runtime.spm_normalizer import _merge, _str_set
+
     _sp, tok = pair(name)
     tok = tokmap.load(tok.path)
     tok.encode("x")
     nz = tok.pipeline.normalizers[0]
     nz._build_mixed()
     extra = {0x3042, 0x0416}
-    cls, alts = nz._inert.str_parts(" ", nz._free, extra)
-    member = __import__("re").compile(cls).fullmatch
-    free = nz._free
+    ranges, groups = nz._inert.str_parts(" ", nz._free, extra)
+    member = re.compile(_str_set(ranges)).fullmatch
     for cp in list(range(0x3100)) + list(range(0x3100, 0x110000, 61)):
         if 0xD800 <= cp < 0xE000:
             continue
-        inside = cp != 0x20 and (cp in extra or any(a <= cp <= z for a, z in free))
+        inside = cp != 0x20 and (cp in extra or any(a <= cp <= z for a, z in nz._free))
         assert (member(chr(cp)) is not None) == inside, hex(cp)
-    cls, alts = nz._inert.str_parts(" ", nz._free, nz._plain_chars)  # (the pattern's own)
-    run = cls + "+" if not alts else "(?:" + cls + "++|"
-    assert run in nz._pieces.pattern
-    assert bool(alts) == bool(nz._inert.cond)
+    ranges, groups = nz._inert.str_parts(" ", nz._free, nz._plain_chars)  # (the pattern's own)
+    cls = _str_set(ranges)
+    assert ("(?:" + cls + "++|" if groups else cls + "++") in nz._pieces.pattern
+    assert bool(groups) == bool(nz._inert.cond) == (nz._spoiled is not None)
+    if groups:
+        spoiled = "e\u0301" if name != "mistral-v3" else None
+        assert nz._spoiled.search("plain English text, no marks") is None
+        assert spoiled is None or nz._spoiled.search("caf" + spoiled) is not None
+        plain = _str_set(_merge(ranges + [(c, c) for chars, _s in groups for c in chars])) + "++"
+        assert plain in nz._pieces_plain.pattern and "(?!" not in nz._pieces_plain.pattern
 
 
 @pytest.mark.parametrize("name", MODELS)

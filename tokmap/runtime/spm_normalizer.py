@@ -38,6 +38,9 @@ LEARN_MAX = 1 << 14  # characters learned so, after which no more are
 MAX_TRIE_RESULTS = 32  # SentencePiece keeps the first 32 prefix matches and takes the longest of those
 _FFFD = "\ufffd".encode("utf-8")
 _USER_TYPE = re.compile(b"\x04")  # SentencePiece's USER_DEFINED piece type
+# Whitespace other than " " that a charsmap may make a plain space (_compile_pieces checks each).
+SPACE_LIKE = ("\t\n\x0b\x0c\r\x1c\x1d\x1e\x1f\x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005"
+              "\u2006\u2007\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000")
 
 
 def char_len(data, i: int) -> tuple[bool, int]:
@@ -276,27 +279,21 @@ class Inert:
                     ranges.append((lo, min(lo + size - 1, 0x10FFFF)))
         return _merge(ranges)
 
-    def str_parts(self, exclude: str = "", free: list | None = None, extra=()) -> tuple[str | None, list[str]]:
-        """One inert character as str regexes: (a class of those inert whatever follows, with the
-        code points in extra, without the characters in exclude; None when there are none) and
-        the alternatives for those inert unless some continuation follows them (a lookahead each
-        group). Kept apart so that a run of inert characters is `[class]+` (sre's tight loop over
-        one charset, ~15 ms a million chars) or `(?:[class]++|alternatives)+`, never an
-        alternation tried char by char (~160 ms a million: Mistral's ASCII and non-ASCII
-        classes had been two alternatives)."""
+    def str_parts(self, exclude: str = "", free: list | None = None, extra=()):
+        """One inert character, as data for str regexes: (the ranges of those inert whatever
+        follows, with the code points in extra, without the characters in exclude; [(code points,
+        the ranges that spoil them)] for those inert unless a character of some ranges follows:
+        ASCII characters spoiled by the same continuation bytes, in one group)."""
         ranges = _merge((self.free_ranges() if free is None else list(free)) + [(c, c) for c in extra])
         ranges = _minus(ranges, [ord(c) for c in exclude])
-        # ASCII characters spoiled by the same continuation bytes share one lookahead.
         groups: dict[tuple[int, ...], list[int]] = {}
         for b, kids in self.cond.items():
             if chr(b) not in exclude:
                 groups.setdefault(kids, []).append(b)
-        alts = []
+        out = []
         for kids, chars in sorted(groups.items(), key=lambda g: -len(g[1])):
-            spoil = _merge([r for r in map(_lead_range, kids) if r[0] is not None])
-            alts.append("[" + _str_class([(c, c) for c in sorted(chars)]) + "]"
-                        + ("(?!" + _str_set(spoil) + ")" if spoil else ""))
-        return (_str_set(ranges) if ranges else None), alts
+            out.append((sorted(chars), _merge([r for r in map(_lead_range, kids) if r[0] is not None])))
+        return ranges, out
 
     def bytes_pattern(self, exclude: bytes = b"") -> bytes:
         """One inert character, as a bytes regex over valid UTF-8 (surrogates excluded), without
@@ -463,21 +460,49 @@ class SpmNormalizer:
         and between them, and a run of spaces is one piece: the whitespace steps treat them
         alike wherever they stand, _by_pieces says how), or any one character. Inert: Inert's and
         those _learn added, plain or unless one of their followers comes next."""
-        cls, alts = self._inert.str_parts(" ", self._free, self._plain_chars)
+        free, groups = self._inert.str_parts(" ", self._free, self._plain_chars)
         if self._ctx_chars:  # (one lookahead for all: any of their followers ends the run)
-            alts.append(_str_set(_merge([(c, c) for c in self._ctx_chars])) + "(?!" +
-                        _str_set(_merge([(ord(c), ord(c)) for c in self._ctx_next])) + ")")
+            groups = groups + [(sorted(self._ctx_chars), _merge([(ord(c), ord(c)) for c in self._ctx_next]))]
+        # A run: the free chars by one class (sre's tight loop over one charset), and each group's
+        # chars where no spoiling char follows, never an alternation tried at each char (Mistral's
+        # ASCII and non-ASCII classes as two alternatives: ~160 against ~15 ms a million chars).
+        # Possessive throughout: nothing after a run needs part of it back, and a long run
+        # (spaces inside) would otherwise stack a backtracking state per word.
+        alts = ["[" + _str_class([(c, c) for c in chars]) + "]" + ("(?!" + _str_set(spoil) + ")" if spoil else "")
+                for chars, spoil in groups]
+        cls = _str_set(free) if free else None
         if cls is not None and alts:
-            run = "(?:" + cls + "++|" + "|".join(alts) + ")+"
+            run = "(?:" + cls + "++|" + "|".join(alts) + ")++"
         elif cls is not None:
-            run = cls + "+"
+            run = cls + "++"
         else:
-            run = "(?:" + "|".join(alts) + ")+" if alts else "(?!)"
+            run = "(?:" + "|".join(alts) + ")++" if alts else "(?!)"
+        # ... and for a text where no group's char has a spoiling one after it (_spoiled finds
+        # none: English under nmt_nfkc, whose "e" + U+0301 keys make most letters such chars), one
+        # class of them all.
+        spoilers = ["[" + _str_class([(c, c) for c in chars]) + "](?=" + _str_set(spoil) + ")"
+                    for chars, spoil in groups if spoil]
+        self._spoiled = re.compile("|".join(spoilers)) if spoilers else None
+        plain = _merge(free + [(c, c) for chars, _spoil in groups for c in chars])
+        plain_run = _str_set(plain) + "++" if plain else "(?!)"
+        self._space_table = None
         if self._alone(" ") == " ":
-            # (possessive: spaces that no inert char follows are one piece, matched once)
-            self._pieces = re.compile("( *+" + run + "(?: ++" + run + ")*)| +|.", re.S)
+            # Characters the charsmap makes a plain space wherever they stand (nmt_nfkc: "\n", "\t",
+            # U+3000) go where spaces go, and become spaces in the parts: the whitespace steps see
+            # only what each character becomes, so they cannot tell them apart (code.txt's 30K
+            # newlines under botchan_en_bpe_1000 had been single-character pieces, a Python step each).
+            like = "".join(c for c in SPACE_LIKE if self._alone(c) == " ")
+            if like:  # (re.sub: a charset scan in C; str.translate looks each char up in a dict)
+                self._space_table = re.compile("[" + _str_class(_merge([(ord(c), ord(c)) for c in like])) + "]")
+            sp = "[" + _str_class(_merge([(ord(c), ord(c)) for c in " " + like])) + "]" if like else " "
+
+            def pattern(run):  # (spaces that no inert char follows are one piece, matched once)
+                return re.compile("(" + sp + "*+" + run + "(?:" + sp + "++" + run + ")*+)|" + sp + "+|.", re.S)
         else:
-            self._pieces = re.compile("(" + run + ")|.", re.S)
+            def pattern(run):
+                return re.compile("(" + run + ")|.", re.S)
+        self._pieces = pattern(run)
+        self._pieces_plain = pattern(plain_run) if self._spoiled is not None else self._pieces
 
     def _learn(self, chars: set) -> bool:
         """Add the BMP characters (chars: a text's, or those met as single pieces in one that holds
@@ -557,20 +582,25 @@ class SpmNormalizer:
         alone = self._alone
         parts = []
         pieces = self._pieces if self._pieces is not None else self._build_mixed()
+        if self._spoiled is not None and self._spoiled.search(text) is None:
+            pieces = self._pieces_plain  # (no char here that a following one would change)
         skip = 0  # where the text goes on after a charsmap key that spanned several characters
         same: list[str] | None = [] if learn and self._learned < LEARN_MAX and len(text) >= LEARN_TEXT else None
         late = False
         self._misses, budget = 0, ALONE_MIN + len(text) // ALONE_SHARE
+        spaces = self._space_table  # (finds the space-like chars a run or a run of spaces may hold)
         for m in pieces.finditer(text):
             run = m.group(1)
             if m.start() < skip:
                 if m.end() > skip:  # (only a run can reach past it: a tail of inert characters)
-                    parts.append((True, text[skip:m.end()]))  # (may start with one space, as a run)
+                    tail = text[skip:m.end()]  # (may start with one space, as a run)
+                    parts.append((True, tail if spaces is None else spaces.sub(" ", tail)))
                 continue
             if run is not None:
-                parts.append((True, run))
+                parts.append((True, run if spaces is None else spaces.sub(" ", run)))
             elif len(m.group()) > 1:  # spaces (one each, collapsed to one by remove_extra_whitespaces)
-                parts.append((False, " " if self.remove_extra else m.group()))
+                parts.append((False, " " if self.remove_extra else
+                              m.group() if spaces is None else spaces.sub(" ", m.group())))
             else:
                 sp = alone(m.group())
                 if self._misses > budget:  # (a char _alone has not met costs a trie analysis)

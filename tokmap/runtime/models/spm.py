@@ -37,7 +37,7 @@ from itertools import chain, compress, repeat
 from operator import is_, itemgetter
 
 from ... import mtok
-from . import WORD_CACHE_LEN, WORD_CACHE_MAX, concat
+from . import WORD_CACHE_LEN, WORD_CACHE_MAX, LongPieces, concat
 from .vocab import VocabFile
 
 NORMAL, UNKNOWN, CONTROL, USER_DEFINED, UNUSED, BYTE = 1, 2, 3, 4, 5, 6
@@ -52,7 +52,11 @@ BATCH_IMPORT = 1 << 15  # ... once imported, or when they hold this many chars (
 FOLLOW_RUNS = 256  # runs in a text from which _unigram_follow goes by numpy (spm_unigram.follow), once imported
 RUN_CHARS = 512  # a BPE run this long of one char merges as glued chunks (_bpe_run)
 CHUNK_CHARS = 2048  # ... and one this long of other chars, by numpy (spm_chunks.py)
-BATCH_WORD_CHARS = 64  # runs up to this long merge in one numpy batch (spm_chunks.merge_words) ...
+# Runs up to this long merge in one numpy batch (spm_chunks.merge_words; its rounds take long words
+# one merge a round) ... Up to 64 chars, the runs of 65-2047 took the heap (~1 us a char, at every
+# call: too long to remember): Japanese, whose lines are runs, under botchan_en_bpe_1000 wagahai.txt
+# cold 302-418 -> 90-153 ms, mistral-v3 227-257 -> 163-239 (3 rounds alternated, noisy VM).
+BATCH_WORD_CHARS = CHUNK_CHARS - 1
 BATCH_CHARS = 2048  # ... when a call's distinct new ones hold this many chars
 # The numpy merges' table is built once the heap would have merged this many chars per piece: the
 # table costs ~1.7 us a piece (mistral-v3's 32K: ~55 ms), the heap ~1 us a char.
@@ -103,6 +107,7 @@ class SentencePiece(VocabFile):
             raise ValueError("spm_scores / spm_types / token_offsets sizes disagree")
         self._ready = False
         self.cache: dict[str, list[int]] = {}  # BPE: run -> ids
+        self._long = LongPieces()  # the runs in cache longer than WORD_CACHE_LEN, within a budget
         self._piece_len = None  # every piece's length in chars (numpy), for long runs (_piece_lengths)
         self._pairs = None  # spm_chunks.pair_table, once BPE runs need it (_table_for; False: none)
         self._heap_chars = 0  # chars of the runs the heap would have merged so far (_table_for)
@@ -204,10 +209,16 @@ class SentencePiece(VocabFile):
         if None in parts:
             if len(cache) >= WORD_CACHE_MAX:
                 cache.clear()
+                self._long.reset()
             fresh = dict.fromkeys(compress(runs, map(is_, parts, repeat(None))))
             fresh.update(zip(fresh, self._bpe_fresh(list(fresh))))
             parts = list(map(fresh.get, runs, parts))  # (a hit: not in fresh, its part as it was)
             cache.update(kv for kv in fresh.items() if len(kv[0]) <= WORD_CACHE_LEN)
+            if max(map(len, fresh)) > WORD_CACHE_LEN:
+                # The long runs within LongPieces' budget (unspaced lines: Japanese, minified
+                # code), so that a text met again costs a lookup a run, as a BPE piece does.
+                for run in compress(fresh, map(WORD_CACHE_LEN.__lt__, map(len, fresh))):
+                    self._long.add(cache, run, fresh[run])
         return self._join(parts)
 
     def _bpe_fresh(self, words: list[str]) -> list:
