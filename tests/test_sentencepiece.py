@@ -551,7 +551,7 @@ def test_space_like_characters(name, pair, monkeypatch):
     bad = [(t, w) for t, w in zip(texts, want) if nz.normalize(t)[0] != w]
     assert not bad, f"{len(bad)} differ, first: {bad[:3]!r}"
     if nz.charsmap is not None:  # (Mistral has none: no char becomes a space)
-        like = [c for c in spm_normalizer.SPACE_LIKE if nz._space_table.fullmatch(c)]
+        like = [c for c in spm_normalizer.SPACE_LIKE if nz._space_like.fullmatch(c)]
         assert like and all(nz._alone(c) == " " for c in like)
     assert not _compare(sp, tok, texts[:1500] + texts[-1:])
 

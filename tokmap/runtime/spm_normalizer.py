@@ -485,7 +485,7 @@ class SpmNormalizer:
         self._spoiled = re.compile("|".join(spoilers)) if spoilers else None
         plain = _merge(free + [(c, c) for chars, _spoil in groups for c in chars])
         plain_run = _str_set(plain) + "++" if plain else "(?!)"
-        self._space_table = None
+        self._space_like = None
         if self._alone(" ") == " ":
             # Characters the charsmap makes a plain space wherever they stand (nmt_nfkc: "\n", "\t",
             # U+3000) go where spaces go, and become spaces in the parts: the whitespace steps see
@@ -493,7 +493,7 @@ class SpmNormalizer:
             # newlines under botchan_en_bpe_1000 had been single-character pieces, a Python step each).
             like = "".join(c for c in SPACE_LIKE if self._alone(c) == " ")
             if like:  # (re.sub: a charset scan in C; str.translate looks each char up in a dict)
-                self._space_table = re.compile("[" + _str_class(_merge([(ord(c), ord(c)) for c in like])) + "]")
+                self._space_like = re.compile("[" + _str_class(_merge([(ord(c), ord(c)) for c in like])) + "]")
             sp = "[" + _str_class(_merge([(ord(c), ord(c)) for c in " " + like])) + "]" if like else " "
 
             def pattern(run):  # (spaces that no inert char follows are one piece, matched once)
@@ -588,7 +588,7 @@ class SpmNormalizer:
         same: list[str] | None = [] if learn and self._learned < LEARN_MAX and len(text) >= LEARN_TEXT else None
         late = False
         self._misses, budget = 0, ALONE_MIN + len(text) // ALONE_SHARE
-        spaces = self._space_table  # (finds the space-like chars a run or a run of spaces may hold)
+        spaces = self._space_like  # (the space-like chars a run or a run of spaces may hold: a regex)
         for m in pieces.finditer(text):
             run = m.group(1)
             if m.start() < skip:

@@ -53,13 +53,14 @@ FOLLOW_RUNS = 256  # runs in a text from which _unigram_follow goes by numpy (sp
 RUN_CHARS = 512  # a BPE run this long of one char merges as glued chunks (_bpe_run)
 CHUNK_CHARS = 2048  # ... and one this long of other chars, by numpy (spm_chunks.py)
 # Runs up to this long merge in one numpy batch (spm_chunks.merge_words; its rounds take long words
-# one merge a round) ... Up to 64 chars, the runs of 65-2047 took the heap (~1 us a char, at every
-# call: too long to remember): Japanese, whose lines are runs, under botchan_en_bpe_1000 wagahai.txt
-# cold 302-418 -> 90-153 ms, mistral-v3 227-257 -> 163-239 (3 rounds alternated, noisy VM).
+# one merge a round) ... With 64 here, runs of 65-2047 chars took the heap (~1 us a char, at every
+# call): Japanese, whose lines are runs, under botchan_en_bpe_1000 wagahai.txt cold 302-418 ->
+# 90-153 ms, mistral-v3 227-257 -> 163-239 (3 rounds alternated, noisy VM).
 BATCH_WORD_CHARS = CHUNK_CHARS - 1
 BATCH_CHARS = 2048  # ... when a call's distinct new ones hold this many chars
 # The numpy merges' table is built once the heap would have merged this many chars per piece: the
-# table costs ~1.7 us a piece (mistral-v3's 32K: ~55 ms), the heap ~1 us a char.
+# table cost ~1.7 us a piece (mistral-v3's 32K: ~55 ms) when its splits were dict lookups, about
+# two thirds of that since they come from numpy hashes (spm_chunks._splits); the heap ~1 us a char.
 TABLE_CHARS_PER_PIECE = 2
 # A merge can never cross the start of a "▁" that follows another character when no piece holds
 # such a pair: the text then splits there into independent runs (memoised). findall of _RUNS
