@@ -416,7 +416,7 @@ class SpmNormalizer:
         self.user = {bytes(tb[off[i] : off[i + 1]]) for i in user_ids}
         self.user_lens = sorted({len(u) for u in self.user}, reverse=True)
         self._full = None  # the inert-text regexes, built on first use (Inert walks the trie)
-        self._pieces = None
+        self._piece_texts = None  # (general, plain) run patterns' texts, once _build_mixed ran
         self._learned = 0  # characters _learn added to the inert ones
         self.plain_run = None
         self.ws = "\u2581" if self.escape else " "
@@ -440,8 +440,9 @@ class SpmNormalizer:
         return self._full
 
     def _build_mixed(self):
-        """`_pieces` for _by_pieces (a run of inert characters other than ' ', or any one
-        character) and `plain_run` for the byte loop (a run of inert bytes other than ' ')."""
+        """The run patterns for _by_pieces (a run of inert characters other than ' ', or any one
+        character: _compile_pieces) and `plain_run` for the byte loop (a run of inert bytes other
+        than ' ')."""
         if self._full is None:
             self._build()
         self.plain_run = re.compile(self._inert.bytes_pattern(b" ") + b"+")
@@ -453,10 +454,9 @@ class SpmNormalizer:
         self._ctx_next: set[str] = set()
         self._rejected: set[str] = set()  # chars _learn found it cannot add
         self._compile_pieces()
-        return self._pieces
 
     def _compile_pieces(self) -> None:
-        """`_pieces`: a run of inert characters (when a space stays a space, with the spaces before
+        """The run patterns' texts: a run of inert characters (when a space stays a space, with the spaces before
         and between them, and a run of spaces is one piece: the whitespace steps treat them
         alike wherever they stand, _by_pieces says how), or any one character. Inert: Inert's and
         those _learn added, plain or unless one of their followers comes next."""
@@ -497,20 +497,31 @@ class SpmNormalizer:
             sp = "[" + _str_class(_merge([(ord(c), ord(c)) for c in " " + like])) + "]" if like else " "
 
             def pattern(run):  # (spaces that no inert char follows are one piece, matched once)
-                return re.compile("(" + sp + "*+" + run + "(?:" + sp + "++" + run + ")*+)|" + sp + "+|.", re.S)
+                return "(" + sp + "*+" + run + "(?:" + sp + "++" + run + ")*+)|" + sp + "+|."
         else:
             def pattern(run):
-                return re.compile("(" + run + ")|.", re.S)
-        self._pieces = pattern(run)
-        self._pieces_plain = pattern(plain_run) if self._spoiled is not None else self._pieces
+                return "(" + run + ")|."
+        general = pattern(run)
+        self._piece_texts = (general, pattern(plain_run) if self._spoiled is not None else general)
+        self._piece_rx = {}  # pattern text -> compiled, at its first use (_run_pattern)
+
+    def _run_pattern(self, plain: bool):
+        """The compiled general run pattern, or the plain one (for a text _spoiled finds nothing
+        in), compiled when first used: each costs ~0.5-1 ms to compile, and English under
+        nmt_nfkc never needs the general one."""
+        text = self._piece_texts[plain]
+        rx = self._piece_rx.get(text)
+        if rx is None:
+            rx = self._piece_rx[text] = re.compile(text, re.S)
+        return rx
 
     def _learn(self, chars: set) -> bool:
         """Add the BMP characters (chars: a text's, or those met as single pieces in one that holds
         more than LEARN_CHARS: utf8seq.txt holds 235K) that _alone leaves unchanged wherever they
         stand (a plain str equal to them: no key starts or goes on from them, no user-defined
         symbol starts with them), or unless one of some characters follows, to the inert ones of
-        the runs _pieces matches, when there are LEARN_MIN new ones or more; True when _pieces
-        was rebuilt. Inert's analysis proves characters by lead and second byte, which leaves out
+        the runs _by_pieces matches, when there are LEARN_MIN new ones or more; True when its patterns
+        were rebuilt. Inert's analysis proves characters by lead and second byte, which leaves out
         whole alphabets that share their blocks with keys (Cyrillic, Greek, kana): multi.txt
         under nmt_nfkc took 1.65M single-character pieces, a Python step each."""
         plain, ctx, nexts = set(), set(), set()
@@ -581,9 +592,10 @@ class SpmNormalizer:
         is not context-free."""
         alone = self._alone
         parts = []
-        pieces = self._pieces if self._pieces is not None else self._build_mixed()
-        if self._spoiled is not None and self._spoiled.search(text) is None:
-            pieces = self._pieces_plain  # (no char here that a following one would change)
+        if self._piece_texts is None:
+            self._build_mixed()
+        # (plain: no char here that a following one would change)
+        pieces = self._run_pattern(self._spoiled is not None and self._spoiled.search(text) is None)
         skip = 0  # where the text goes on after a charsmap key that spanned several characters
         same: list[str] | None = [] if learn and self._learned < LEARN_MAX and len(text) >= LEARN_TEXT else None
         late = False
@@ -756,7 +768,7 @@ class SpmNormalizer:
         if self.add_dummy_prefix and not self.suffix:
             out += ws
         prev_space = self.remove_extra
-        if self._pieces is None:
+        if self._piece_texts is None:
             self._build_mixed()
         plain = self.plain_run
         while pos < n:
