@@ -114,10 +114,15 @@ def probe_seconds(adapter, obj, model, text: str) -> float:
     return t_big * (n / big) ** e
 
 
-def choose_text(text: str, tokmap_adapter, path: Path, model, max_s: float) -> tuple[str, str | None]:
+def choose_text(text: str, tokmap_adapter, path: Path, model, max_s: float,
+                corpus_file: Path) -> tuple[str, str | None]:
     """The corpus, or a prefix of it when tokmap would need more than `max_s` for one call. The rate
     comes from a probe on a separate fresh object: pipeline built by one tiny call, then four slices spread
-    over the document, so the caches are nearly empty as in a cold call. Returns (text, note or None)."""
+    over the document, so the caches are nearly empty as in a cold call. A probe over the limit is then
+    checked by one real cold call on the whole document in a worker process, stopped at the limit: the
+    slices' fit can mistake a one-time build that only longer texts trigger (SentencePiece BPE's pair
+    table, built once the heap has merged enough) for super-linear growth (mistral-v3 multi: "estimated
+    508 s" for a document that takes 2.7 s). Returns (text, note or None)."""
     nbytes = len(text.encode("utf-8"))
     if len(text) <= 4 * PROBE_CHARS:
         return text, None
@@ -128,6 +133,14 @@ def choose_text(text: str, tokmap_adapter, path: Path, model, max_s: float) -> t
     target = 0.75 * max_s  # margin: the probe is an estimate
     if predicted <= target:
         return text, None
+    trial = hostile.Worker(tokmap_adapter.name, model.name, path, target)
+    try:
+        if trial.request({"file": str(corpus_file), "chars": len(text), "repeats": 1}, target) is not None:
+            return text, None
+    except (OSError, RuntimeError):
+        pass  # (the prefix, as the probe says)
+    finally:
+        trial.close()
     keep_chars = int(len(text) * target / predicted)  # (as if linear: a superlinear cost only gets cheaper)
     cut = text.rfind("\n", 0, keep_chars)
     if cut > keep_chars // 2:
@@ -271,7 +284,8 @@ def bench_model(model, td: Path, corpora: list[str], texts: dict[str, str], args
         if ref is not None and c in ref:
             text, note = full[:ref[c]["chars"]], ref[c]["note"]
         else:
-            text, note = (choose_text(full, *tokmap_ready, model, args.max_seconds) if tokmap_ready else (full, None))
+            text, note = (choose_text(full, *tokmap_ready, model, args.max_seconds, td / "corpus" / f"{c}.txt")
+                          if tokmap_ready else (full, None))
         nbytes = len(text.encode("utf-8"))
         _log(f"  -- {c}: {nbytes / MiB:.2f} MiB" + (f" [{note}]" if note else ""))
         entry = {"corpus": c, "bytes": nbytes, "bytes_total": len(full.encode("utf-8")), "note": note, "rows": []}
