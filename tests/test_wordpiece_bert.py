@@ -96,6 +96,39 @@ def test_bert_normalizer_options(minilm, tmp_path, clean_text, handle_chinese_ch
 
 
 @pytest.mark.parametrize("normalizer", [
+    {"type": "BertNormalizer", "clean_text": True, "handle_chinese_chars": True, "strip_accents": None, "lowercase": True},
+    {"type": "Lowercase"},
+])
+def test_ascii_text_by_one_call(minilm, tmp_path, normalizer):
+    """An ASCII text takes each table's ASCII map (str.lower, or one bytes.translate, with
+    clean_text's deletions) in one C call: its text, and its alignment, equal the per-char table's
+    on every ASCII char and on random ASCII strings, and the whole file encodes as tokenizers does."""
+    from tokmap.runtime.bert import CharMap
+
+    doc = dict(minilm, truncation=None, padding=None, normalizer=normalizer)
+    ref, tok = export_variant(doc, tmp_path)
+    steps = [s for s in tok.pipeline.normalizers if isinstance(s, CharMap)]
+    rng = random.Random(5)
+    texts = [chr(c) for c in range(128)] + ["".join(rng.choice([chr(c) for c in range(128)]) for _ in range(40))
+                                           for _ in range(300)]
+    kinds = set()
+    for step in steps:
+        memo = step._memo()
+        assert step.ascii is not None
+        kinds.add("lower" if step.ascii is str.lower else "deletes" if not step.ascii_one else "other")
+        for t in texts:
+            slow = t.translate(memo)
+            assert step.normalize_chars(t, None)[0] == slow, repr(t)
+            new, align = step.normalize(t, True)
+            assert new == slow, repr(t)
+            if align is None:  # (the identity: one char for one)
+                assert len(slow) == len(t), repr(t)
+    assert kinds >= ({"lower", "deletes"} if normalizer["type"] == "BertNormalizer" else {"lower"})
+    assert all(ref.normalizer.normalize_str(t) == tok.pipeline.normalize(t)[0] for t in texts)
+    _check(doc, tmp_path, texts[:200] + ["Hello,  World!!\t\x00x", "A\x7fB\x1fC"])
+
+
+@pytest.mark.parametrize("normalizer", [
     {"type": "Lowercase"},
     {"type": "Sequence", "normalizers": [{"type": "NFD"}, {"type": "StripAccents"}, {"type": "Lowercase"}]},
     {"type": "Sequence", "normalizers": [{"type": "NFKD"}, {"type": "StripAccents"}]},
