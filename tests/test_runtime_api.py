@@ -270,3 +270,49 @@ def test_returned_ids_are_the_callers_own(exported, name):
                 again = list(ordinary)
                 ordinary.append(-1)
                 assert tok.encode_ordinary(text) == again
+
+
+@pytest.mark.parametrize("name", ["llama3", "botchan-wordlevel", "botchan_en_unigram_1000", "mistral-v3"])
+def test_short_path_is_the_general_path(exported, testdata, tmp_path_factory, name):
+    """encode's short path (a str under PAUSE_GC_CHARS, no option but add_special_tokens, bound by
+    the first call) gives the general path's ids, the same errors for a surrogate and a str
+    subclass, and turns damage into a FormatError naming the call."""
+    if name == "mistral-v3":
+        path = tmp_path_factory.mktemp("spm") / "mistral-v3.mtok"
+        tokmap.export(require(testdata / "models" / "sentencepiece" / "mistral-v3.model"), path)
+    else:
+        path = _unigram_mtok(name, exported, testdata, tmp_path_factory)
+    tok = tokmap.load(path)
+    assert tok._plain is None
+    tok.encode("x")
+    assert tok._plain
+    texts = ["Hello, world!", "  two  spaces ", "你好，世界！", "naïve café", "x = f(1);\n\ttab", "", "é" * 1023]
+    for t in texts:
+        for add in (True, False):
+            assert tok.encode(t, add) == tok._encode(t, add) == tok.encode(t, add_special_tokens=add), (t, add)
+    assert tok.encode("é" * 1023, as_array=True).tolist() == tok.encode("é" * 1023)
+
+    class Text(str):
+        pass
+
+    assert tok.encode(Text("Hello, world!")) == tok.encode("Hello, world!")
+    with pytest.raises(tokmap.EncodeError):
+        tok.encode("bad \ud800 surrogate")
+    with pytest.raises(tokmap.ArgumentError):
+        tok.encode(b"bytes")
+
+    def broken(text, add):
+        raise IndexError("simulated damage")
+
+    tok._plain = broken
+    with pytest.raises(tokmap.FormatError, match="running encode"):
+        tok.encode("Hello")
+
+
+def test_tiktoken_has_no_short_path(gpt2):
+    """tiktoken files check disallowed specials on every call: encode keeps its general path."""
+    tok = tokmap.load(gpt2)
+    tok.encode("x")
+    assert tok._plain is False
+    with pytest.raises(tokmap.EncodeError):
+        tok.encode("<|endoftext|>")

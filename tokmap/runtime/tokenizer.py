@@ -62,7 +62,8 @@ def _corrupted(self, fn, e):
     if isinstance(e, TypeError) and e.__traceback__.tb_next is None:
         return e  # the call itself failed (an unknown keyword, say): the caller's mistake
     self._f.verify()  # a damaged section is the likely cause: name it if its checksum fails
-    return FormatError(self.path, f"corrupted data while running {fn.__name__}: {type(e).__name__}: {e} "
+    # (lstrip: encode's general path is _encode; the caller called encode)
+    return FormatError(self.path, f"corrupted data while running {fn.__name__.lstrip('_')}: {type(e).__name__}: {e} "
                        f"(run `tokmap verify` on the file)")
 
 
@@ -151,6 +152,8 @@ class Tokenizer:
         self._model = None
         self._pipeline = None
         self._spm_run = None  # normalize-then-encode for SentencePiece sources, bound on first use
+        self._plain = None  # encode's short path (_plain_encoder; False: none), bound by the first general call
+        self._reference = "sentencepiece" if self.api == "sentencepiece" else "tokenizers"
         self._added = None
         self._holes = None
         self._pool = None
@@ -239,7 +242,6 @@ class Tokenizer:
         return self.meta.get("provenance", {})
 
     # -- encoding -----------------------------------------------------------------------------
-    @_encoding
     def encode(self, text: str, add_special_tokens: bool = True, *, allowed_special=None, disallowed_special=None,
                as_array: bool = False):
         """Token ids for `text`.
@@ -251,7 +253,53 @@ class Tokenizer:
         `SentencePieceProcessor.encode(text, add_bos=add_special_tokens)` -- BOS only, and only when
         the model defines a BOS control piece (what HF's LlamaTokenizer adds); never EOS.
         """
+        # A short str with no other option goes straight to the source's plain encode (bound once,
+        # _plain_encoder): the general path's decorator, argument checks and branches cost a
+        # short sentence ~1.5 of its 8-13 us. Same errors: the surrogate check, and corruption
+        # turned into a FormatError as _guard does.
+        run = self._plain
+        if run and type(text) is str and len(text) < PAUSE_GC_CHARS and allowed_special is None \
+                and disallowed_special is None and not as_array:
+            try:
+                if not text.isascii():
+                    _no_surrogates(text, self._reference)
+                return run(text, add_special_tokens)
+            except TokmapError:
+                raise
+            except _CORRUPTION as e:
+                err = _corrupted(self, Tokenizer.encode, e)
+                if err is e:
+                    raise
+                raise err from e
+        return self._encode(text, add_special_tokens, allowed_special=allowed_special,
+                            disallowed_special=disallowed_special, as_array=as_array)
+
+    def _plain_encoder(self):
+        """(text, add_special_tokens) -> ids for encode's short str calls with no other option, or
+        None (tiktoken and Tekken check their specials; truncation and padding need Encodings)."""
+        if self.api == "sentencepiece":
+            bos = self.meta["model"].get("bos_id")
+            spm = self._spm_encode
+            if bos is None:
+                return lambda text, add: spm(text)
+
+            def run(text, add):
+                ids = spm(text)
+                if add:
+                    ids.insert(0, bos)
+                return ids
+            return run
+        if self.api == "hf" and not (self.meta.get("truncation") or self.meta.get("padding")):
+            return self.pipeline.encode_ids
+        return None
+
+    @_encoding
+    def _encode(self, text: str, add_special_tokens: bool = True, *, allowed_special=None, disallowed_special=None,
+                as_array: bool = False):
+        """encode's general path (the first call binds _plain)."""
         _check_text(text)
+        if self._plain is None:
+            self._plain = self._plain_encoder() or False
         if self.api == "tiktoken":
             ids = self._tiktoken_encode(text, allowed_special, disallowed_special)
         elif self.api == "tekken":
