@@ -63,3 +63,32 @@ def test_corpora_fresh(botchan, tmp_path, testdata, corpus):
     assert tok.encode(text) == ref.encode(text).ids
     fresh = tokmap.load(tmp_path / "variant.mtok")
     assert fresh.encode(text[::-1]) == ref.encode(text[::-1]).ids  # (reversed: marks before their bases)
+
+
+def test_ascii_plan(botchan, tmp_path):
+    """An ASCII text of chars that are clusters of their own goes by one bytes.translate
+    (_ascii_plan): every ASCII char alone, and random ASCII strings (CR LF pairs, controls, tabs
+    among them), give the cluster walk's text (the aligned path) and tokenizers' ids."""
+    ref, tok = export_variant(botchan, tmp_path)
+    pre = _precompiled(tok)
+    rng = random.Random(9)
+    alphabet = [chr(c) for c in range(128)] + ["\r\n", " ", "a", "Z"] * 8
+    texts = [chr(c) for c in range(128)] + ["".join(rng.choice(alphabet) for _ in range(rng.randrange(1, 50)))
+                                           for _ in range(3000)]
+    for t in texts:
+        assert pre.normalize(t, False)[0] == pre.normalize(t, True)[0], repr(t)
+    find, table, deleted = pre._ascii
+    assert find is not None and find.search("\r") and not find.search("plain text, 42!")
+    assert table is None and not deleted  # (this charsmap keeps every ASCII char but CR as it is)
+    assert [tok.encode(t) for t in texts[:600]] == [e.ids for e in ref.encode_batch(texts[:600])]
+    # A map that changes ASCII chars (edited into a fresh normalizer's table before its plan is
+    # made): one char for another, one deleted, one made two, against str.translate through it.
+    _ref, tok = export_variant(botchan, tmp_path, "edited")
+    pre = _precompiled(tok)
+    pre._singles.update({ord("a"): "b", ord("c"): "", ord("d"): "dd", ord("e"): "\u00e9"})
+    find, table, deleted = pre._ascii_plan()
+    assert deleted == b"c" and table[ord("a")] == ord("b") and find.search("d") and find.search("e")
+    pre._ascii = (find, table, deleted)
+    for t in texts:
+        if "\r" not in t:
+            assert pre.normalize(t, False)[0] == t.translate(pre._singles), repr(t)

@@ -72,6 +72,10 @@ class Replace:
         if lit and not want_align:
             # str.replace takes the same non-overlapping leftmost matches, in C.
             return (text.replace(lit, self.content), None) if lit in text else (text, None)
+        if lit is None and not want_align and text:
+            # (most texts hold no match: one search says so, before the match loop)
+            if self.split.regex.search(self.split.translate(text)) is None:
+                return text, None
         matches = self._matches(text)
         if not matches:
             return text, None
