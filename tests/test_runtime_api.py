@@ -309,10 +309,20 @@ def test_short_path_is_the_general_path(exported, testdata, tmp_path_factory, na
         tok.encode("Hello")
 
 
-def test_tiktoken_has_no_short_path(gpt2):
-    """tiktoken files check disallowed specials on every call: encode keeps its general path."""
-    tok = tokmap.load(gpt2)
+@pytest.mark.parametrize("name", ["gpt2", "o200k_base", "tekken"])
+def test_short_path_tiktoken_and_tekken(exported, gpt2, name):
+    """tiktoken and Tekken files' short path: the general path's ids; lone surrogates replaced
+    (not refused); tiktoken refuses a text holding a special token with the general path's
+    error, which says the fix."""
+    tok = tokmap.load(gpt2 if name == "gpt2" else exported(name))
     tok.encode("x")
-    assert tok._plain is False
-    with pytest.raises(tokmap.EncodeError):
-        tok.encode("<|endoftext|>")
+    assert tok._plain
+    texts = ["Hello, world!", "你好，世界！", "lone \ud800 surrogate", "", "x" * 1023, "é" * 1000]
+    for t in texts:
+        for add in (True, False):
+            assert tok.encode(t, add) == tok._encode(t, add), (t, add)
+    if name != "tekken":
+        special = "<|endoftext|>"
+        with pytest.raises(tokmap.EncodeError, match="allowed_special"):
+            tok.encode(f"text {special} more")
+        assert tok.encode(f"a {special}", allowed_special="all") == tok._encode(f"a {special}", allowed_special="all")

@@ -153,7 +153,8 @@ class Tokenizer:
         self._pipeline = None
         self._spm_run = None  # normalize-then-encode for SentencePiece sources, bound on first use
         self._plain = None  # encode's short path (_plain_encoder; False: none), bound by the first general call
-        self._reference = "sentencepiece" if self.api == "sentencepiece" else "tokenizers"
+        # (whose rule encode's short path applies to lone surrogates: refused, or None: replaced)
+        self._reference = {"sentencepiece": "sentencepiece", "hf": "tokenizers"}.get(self.api)
         self._added = None
         self._holes = None
         self._pool = None
@@ -261,7 +262,7 @@ class Tokenizer:
         if run and type(text) is str and len(text) < PAUSE_GC_CHARS and allowed_special is None \
                 and disallowed_special is None and not as_array:
             try:
-                if not text.isascii():
+                if not text.isascii() and self._reference is not None:
                     _no_surrogates(text, self._reference)
                 return run(text, add_special_tokens)
             except TokmapError:
@@ -276,7 +277,34 @@ class Tokenizer:
 
     def _plain_encoder(self):
         """(text, add_special_tokens) -> ids for encode's short str calls with no other option, or
-        None (tiktoken and Tekken check their specials; truncation and padding need Encodings)."""
+        None (truncation and padding need Encodings). tiktoken's and Tekken's replace lone
+        surrogates; tiktoken's refuses a text holding a special token (all are disallowed by
+        default): one search finds whether it does, and the general path raises its error."""
+        if self.api == "tiktoken":
+            contents = self._added_columns().contents
+            ordinary = self.pipeline.encode_ordinary
+            if not contents:
+                return lambda text, add: ordinary(text if text.isascii() else _replace_surrogates(text))
+            special = re.compile("|".join(map(re.escape, contents)))
+            general = self._encode
+
+            def run(text, add):
+                if not text.isascii():
+                    text = _replace_surrogates(text)
+                if special.search(text) is not None:
+                    return general(text)  # (its EncodeError names the token and the fix)
+                return ordinary(text)
+            return run
+        if self.api == "tekken":
+            ordinary = self.pipeline.encode_ordinary
+            bos = self.meta["extra"].get("bos_id")
+
+            def run(text, add):
+                ids = ordinary(text if text.isascii() else _replace_surrogates(text))
+                if add and bos is not None:
+                    ids.insert(0, bos)
+                return ids
+            return run
         if self.api == "sentencepiece":
             bos = self.meta["model"].get("bos_id")
             spm = self._spm_encode
