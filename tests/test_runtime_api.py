@@ -286,7 +286,8 @@ def test_short_path_is_the_general_path(exported, testdata, tmp_path_factory, na
     assert tok._plain is None
     tok.encode("x")
     assert tok._plain
-    texts = ["Hello, world!", "  two  spaces ", "你好，世界！", "naïve café", "x = f(1);\n\ttab", "", "é" * 1023]
+    texts = ["Hello, world!", "  two  spaces ", "你好，世界！", "naïve café", "x = f(1);\n\ttab", "", "é" * 1023,
+             "an added token: <|begin_of_text|> [CLS] <unk> <s>, and [SEP]", "\ufdfa" * 600, "ＡＢＣ！ ½"]
     for t in texts:
         for add in (True, False):
             assert tok.encode(t, add) == tok._encode(t, add) == tok.encode(t, add_special_tokens=add), (t, add)

@@ -214,6 +214,50 @@ class Pipeline:
             ids.extend(after)
         return ids
 
+    def short_encoder(self, ordinary: bool = False):
+        """(text, add_special_tokens) -> encode_ids' ids (ordinary: encode_ordinary's, tiktoken's
+        and Tekken's: no added tokens, no normalizers, no specials), for Tokenizer.encode's short
+        path (texts under 1K chars: no space cuts, no runs pattern). With a one-regex
+        pre-tokenizer, no normalized-pass added token and specials around one sequence, the
+        stages run in this one frame -- raw-pass added-token search, normalizers, split (an ASCII
+        text: findall alone), model, specials -- where encode_ids goes through six calls (~1 of a
+        6 us sentence). A text where an added token may start takes encode_ids."""
+        if ordinary:
+            if self.fast_split is None:
+                return lambda text, add: self.encode_ordinary(text)
+            encode_ids, first, steps, around = None, None, (), ((), ())
+        else:
+            if self.fast_split is None or self.norm_matcher is not None or self._around is None:
+                return self.encode_ids
+            encode_ids, steps, around = self.encode_ids, self.normalizers, self._around
+            first = None if self.raw_matcher is None else self.raw_matcher.first  # (its candidate search)
+        run = normalizers.run
+        step = self.fast_split
+        findall, whole = step.regex.findall, step.invert or step.tiles
+        split = self._split_runs
+        model = self.model.encode_pieces
+        before, after = around
+
+        def encode_short(text: str, add: bool) -> list[int]:
+            if first is not None and first.search(text) is not None:
+                return encode_ids(text, add)
+            if steps:
+                text = run(steps, text)[0]
+            if text.isascii():
+                parts = findall(text)
+                if not whole and sum(map(len, parts)) != len(text):
+                    parts = split(text, False)[0]
+            else:
+                parts = split(text, False)[0]
+            ids = model(parts)
+            if add:
+                if before:  # (the model's fresh list: the specials go in place)
+                    ids[:0] = before
+                if after:
+                    ids.extend(after)
+            return ids
+        return encode_short
+
     # -- the fast path: one split regex over the whole text, the model over the list of pieces ---
     def split_fast(self, text: str) -> list[str]:
         """The pieces of a one-regex pre-tokenizer: findall over a same-length text t (the text

@@ -282,9 +282,9 @@ class Tokenizer:
         default): one search finds whether it does, and the general path raises its error."""
         if self.api == "tiktoken":
             contents = self._added_columns().contents
-            ordinary = self.pipeline.encode_ordinary
+            ordinary = self.pipeline.short_encoder(ordinary=True)
             if not contents:
-                return lambda text, add: ordinary(text if text.isascii() else _replace_surrogates(text))
+                return lambda text, add: ordinary(text if text.isascii() else _replace_surrogates(text), False)
             special = re.compile("|".join(map(re.escape, contents)))
             general = self._encode
 
@@ -293,32 +293,32 @@ class Tokenizer:
                     text = _replace_surrogates(text)
                 if special.search(text) is not None:
                     return general(text)  # (its EncodeError names the token and the fix)
-                return ordinary(text)
+                return ordinary(text, False)
             return run
         if self.api == "tekken":
-            ordinary = self.pipeline.encode_ordinary
+            ordinary = self.pipeline.short_encoder(ordinary=True)
             bos = self.meta["extra"].get("bos_id")
 
             def run(text, add):
-                ids = ordinary(text if text.isascii() else _replace_surrogates(text))
+                ids = ordinary(text if text.isascii() else _replace_surrogates(text), False)
                 if add and bos is not None:
                     ids.insert(0, bos)
                 return ids
             return run
         if self.api == "sentencepiece":
             bos = self.meta["model"].get("bos_id")
-            spm = self._spm_encode
+            norm, encode = self._spm_stages()
             if bos is None:
-                return lambda text, add: spm(text)
+                return lambda text, add: encode(norm(text)[0])
 
             def run(text, add):
-                ids = spm(text)
+                ids = encode(norm(text)[0])
                 if add:
                     ids.insert(0, bos)
                 return ids
             return run
         if self.api == "hf" and not (self.meta.get("truncation") or self.meta.get("padding")):
-            return self.pipeline.encode_ids
+            return self.pipeline.short_encoder()
         return None
 
     @_encoding
@@ -360,21 +360,19 @@ class Tokenizer:
         """SentencePiece: its normalizer step, then its model over the whole normalized text."""
         run = self._spm_run
         if run is None:
-            steps, encode = self.pipeline.normalizers, self.model.encode_normalized
-            if len(steps) == 1:
-                # The usual single SpmNormalizer step: called directly, not through the generic
-                # normalizer chain (a short encode is a few microseconds; the chain was a tenth).
-                norm = steps[0].normalize
+            norm, encode = self._spm_stages()
 
-                def run(t):
-                    return encode(norm(t)[0])
-            else:
-                normalize = self.pipeline.normalize
-
-                def run(t):
-                    return encode(normalize(t)[0])
+            def run(t):
+                return encode(norm(t)[0])
             self._spm_run = run
         return run(text)
+
+    def _spm_stages(self):
+        """SentencePiece's (normalize, encode_normalized). The usual single SpmNormalizer step is
+        called directly, not through the generic normalizer chain (a short encode is a few
+        microseconds; the chain was a tenth)."""
+        steps = self.pipeline.normalizers
+        return (steps[0].normalize if len(steps) == 1 else self.pipeline.normalize), self.model.encode_normalized
 
     @_encoding
     def encode_ordinary(self, text: str, as_array: bool = False):
