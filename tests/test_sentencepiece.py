@@ -424,6 +424,9 @@ def test_unigram_near_tie(tmp_path):
     assert not _compare(sp, tok, texts)
     ids, slack, _path = tok.model.word_cache["\u2581b"]
     assert ids == (5,) and slack < tok.model._rounding(len("\u2581c\u2581c\u2581c\u2581b"))
+    # A short text's runs give their ids straight from _sure only when each holds at any short
+    # length: "▁c" does (the repeated texts took it from there), "▁b" never does.
+    assert "\u2581b" not in tok.model._sure and tok.model._sure["\u2581c"] == (6,)
     # Long texts: the lattice rebases its scores past 1e5 (every 1,000 "▁c"), at a cut; X is
     # followed run by run (_unigram_follow), and "▁b" flips wherever the float32 sums say.
     rng = random.Random(4)

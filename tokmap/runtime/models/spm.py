@@ -49,6 +49,7 @@ NO_REBASE = RESET / 1.001  # chars x largest |score| below this: the lattice can
 _DECODE = ((), -1.0, ())  # _unigram_cached's entry for a run always decoded from its X
 BATCH_RUNS = 128  # distinct new Unigram runs in a call from which they are decoded in numpy (spm_unigram.words) ...
 BATCH_IMPORT = 1 << 15  # ... once imported, or when they hold this many chars (the import, ~40-110 ms, then pays)
+SURE_TEXT = 1024  # chars: a Unigram text up to this long may take _sure's ids (_unigram_cached) ...
 FOLLOW_RUNS = 256  # runs in a text from which _unigram_follow goes by numpy (spm_unigram.follow), once imported
 RUN_CHARS = 512  # a BPE run this long of one char merges as glued chunks (_bpe_run)
 CHUNK_CHARS = 2048  # ... and one this long of other chars, by numpy (spm_chunks.py)
@@ -114,6 +115,10 @@ class SentencePiece(VocabFile):
         self._heap_chars = 0  # chars of the runs the heap would have merged so far (_table_for)
         self.word_cache: dict[str, tuple] = {}  # Unigram: run -> (ids, slack, path scores)
         self._u: dict[int, float] = {}  # text length -> _rounding(length)
+        # Unigram, short texts: run -> ids, for the runs of word_cache whose choices hold in any
+        # text of up to _sure_len chars (slack above _rounding(_sure_len)); set by _prepare
+        self._sure: dict[str, tuple] = {}
+        self._sure_len, self._sure_u = 0, 0.0
         self._lattice = None  # Unigram: spm_unigram.lattice, on the first batch of runs (False: none)
 
     # -- vocabulary -------------------------------------------------------------------------
@@ -182,7 +187,11 @@ class SentencePiece(VocabFile):
                 scores[i] = 0.0
             node_scores = scores + [self.unk_score] + [0.1 * len(u.encode("utf-8")) for u in user]
             if all(map(math.isfinite, node_scores)):
-                self.max_abs_score = max(map(abs, node_scores))
+                self.max_abs_score = top = max(map(abs, node_scores))
+                n = SURE_TEXT if not top else min(SURE_TEXT, int(NO_REBASE / top))
+                while n > 0 and n * top >= NO_REBASE:  # (the no-rebase test of _unigram_cached holds)
+                    n -= 1
+                self._sure_len, self._sure_u = n, self._rounding(n)
         self._ready = True
 
     # -- encoding ---------------------------------------------------------------------------
@@ -365,10 +374,17 @@ class SentencePiece(VocabFile):
         run (_unigram_follow)."""
         cache = self.word_cache
         segs = _RUNS.findall(text)
+        if len(text) <= self._sure_len:
+            # (a short text of runs whose choices hold at its length: their ids, as the test below
+            # would find, without the slack and ids passes)
+            parts = list(map(self._sure.get, segs))
+            if None not in parts:
+                return self._join(parts)
         parts = list(map(cache.get, segs))
         if None in parts:
             if len(cache) >= WORD_CACHE_MAX:
                 cache.clear()
+                self._sure.clear()
             fresh = dict.fromkeys(compress(segs, map(is_, parts, repeat(None))))
             # (a run too long for its scores ever to stay within RESET is decoded in place, always)
             longest = RESET / (1.001 * self.max_abs_score) if self.max_abs_score else float("inf")
@@ -383,6 +399,8 @@ class SentencePiece(VocabFile):
                      for w, got in fresh.items()}
             parts = list(map(fresh.get, segs, parts))
             cache.update(kv for kv in fresh.items() if len(kv[0]) <= WORD_CACHE_LEN)
+            u = self._sure_u
+            self._sure.update((w, got[0]) for w, got in fresh.items() if len(w) <= WORD_CACHE_LEN and got[1] > u)
         if len(text) * self.max_abs_score < NO_REBASE:
             u = self._u.get(len(text))
             if u is None:
