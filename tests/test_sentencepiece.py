@@ -415,18 +415,21 @@ def test_unigram_near_tie(tmp_path):
     spm = pytest.importorskip("sentencepiece")
     b, c, a = -0.35529205203056335, -1.710124135017395, -2.065416097640991
     blob = (_piece("<unk>", 0, 2) + _piece("<s>", 0, 3) + _piece("</s>", 0, 3) + _piece("\u2581", b)
-            + _piece("b", c) + _piece("\u2581b", a) + _piece("\u2581c", -100.0) + _field(2, 2, _field(3, 0, _varint(1))))
+            + _piece("b", c) + _piece("\u2581b", a) + _piece("\u2581c", -100.0) + _piece("\u2581\u2581", -0.1)
+            + _field(2, 2, _field(3, 0, _varint(1))))
     (tmp_path / "t.model").write_bytes(blob)
     tokmap.export(tmp_path / "t.model", tmp_path / "t.mtok")
     sp, tok = spm.SentencePieceProcessor(model_file=str(tmp_path / "t.model")), tokmap.load(tmp_path / "t.mtok")
     texts = ["b", "c b", "c c b", "c c c b", "c c c c c b", "c c c b c b", "b c c c b"] * 2
+    # (and "\u2581" typed in the text: runs the short path's str.split must not be given)
+    texts += ["c \u2581b", "\u2581\u2581c c", "c c\u2581", "c\u2581\u2581b", "c \u2581\u2581 b", "\u2581"] * 2
     assert sp.encode("c c c b")[-2:] == [3, 4] and sp.encode("b") == [5]  # the case is a real one
     assert not _compare(sp, tok, texts)
     ids, slack, _path = tok.model.word_cache["\u2581b"]
     assert ids == (5,) and slack < tok.model._rounding(len("\u2581c\u2581c\u2581c\u2581b"))
     # A short text's runs give their ids straight from _sure only when each holds at any short
     # length: "▁c" does (the repeated texts took it from there), "▁b" never does.
-    assert "\u2581b" not in tok.model._sure and tok.model._sure["\u2581c"] == (6,)
+    assert "b" not in tok.model._sure and tok.model._sure["c"] == (6,)
     # Long texts: the lattice rebases its scores past 1e5 (every 1,000 "▁c"), at a cut; X is
     # followed run by run (_unigram_follow), and "▁b" flips wherever the float32 sums say.
     rng = random.Random(4)
@@ -434,6 +437,24 @@ def test_unigram_near_tie(tmp_path):
     longs += [" ".join(rng.choice(["c", "c", "c", "b", "cb", "bc", "bb"]) for _ in range(n)) for n in (3000, 9000)]
     tok = tokmap.load(tmp_path / "t.mtok")
     assert not _compare(sp, tok, longs + texts)
+
+
+def test_unigram_short_runs_keep_spaces(tmp_path):
+    """Without remove_extra_whitespaces a text may end in "\u2581" or hold "\u2581\u2581": the short
+    path's str.split gives an empty word there, which no _sure key matches, so such texts take the
+    general way and keep sentencepiece's runs ("\u2581\u2581" + "b" is one run, as is a final "\u2581")."""
+    spm = pytest.importorskip("sentencepiece")
+    blob = (_piece("<unk>", 0, 2) + _piece("<s>", 0, 3) + _piece("</s>", 0, 3) + _piece("\u2581", -3.0)
+            + _piece("b", -1.0) + _piece("\u2581b", -1.0) + _piece("\u2581c", -1.0) + _piece("\u2581\u2581", -0.5)
+            + _piece("\u2581\u2581b", -9.0) + _field(2, 2, _field(3, 0, _varint(1)))  # (trainer_spec: Unigram)
+            + _field(3, 2, _field(3, 0, _varint(1)) + _field(4, 0, _varint(0))))  # (normalizer_spec)
+    (tmp_path / "t.model").write_bytes(blob)
+    tokmap.export(tmp_path / "t.model", tmp_path / "t.mtok")
+    sp, tok = spm.SentencePieceProcessor(model_file=str(tmp_path / "t.model")), tokmap.load(tmp_path / "t.mtok")
+    texts = ["c ", "b c ", "c  b", " b", "c   c", "b  ", "c b", "b"] * 3
+    assert sp.encode("c  b") == [6, 7, 4] and sp.encode("c ") == [6, 3]  # (runs "▁c", "▁▁b"; "▁c", "▁")
+    assert not _compare(sp, tok, texts)
+    assert "" not in tok.model._sure and tok.model._sure["c"] == (6,)
 
 
 def _byte_loop(nz, s: str) -> str:

@@ -115,8 +115,9 @@ class SentencePiece(VocabFile):
         self._heap_chars = 0  # chars of the runs the heap would have merged so far (_table_for)
         self.word_cache: dict[str, tuple] = {}  # Unigram: run -> (ids, slack, path scores)
         self._u: dict[int, float] = {}  # text length -> _rounding(length)
-        # Unigram, short texts: run -> ids, for the runs of word_cache whose choices hold in any
-        # text of up to _sure_len chars (slack above _rounding(_sure_len)); set by _prepare
+        # Unigram, short texts: word -> ids, for the runs "\u2581" + word (one "\u2581", none in word) of
+        # word_cache whose choices hold in any text of up to _sure_len chars (slack above
+        # _rounding(_sure_len)); _sure_len set by _prepare
         self._sure: dict[str, tuple] = {}
         self._sure_len, self._sure_u = 0, 0.0
         self._lattice = None  # Unigram: spm_unigram.lattice, on the first batch of runs (False: none)
@@ -373,13 +374,16 @@ class SentencePiece(VocabFile):
         every run's choices hold at the largest score it can reach; else X is followed run by
         run (_unigram_follow)."""
         cache = self.word_cache
-        segs = _RUNS.findall(text)
-        if len(text) <= self._sure_len:
-            # (a short text of runs whose choices hold at its length: their ids, as the test below
-            # would find, without the slack and ids passes)
-            parts = list(map(self._sure.get, segs))
+        if len(text) <= self._sure_len and text[0] == "\u2581":
+            # A short text of runs "\u2581" + word (as the normalizer makes them from single spaces),
+            # each of whose choices hold at its length: their ids, as the test below would find,
+            # without the slack and ids passes; str.split finds those runs ~3x quicker than findall.
+            # (No key is empty: a "\u2581\u2581", or a "\u2581" at the end, splits off a "" that sends
+            # the text the general way.)
+            parts = list(map(self._sure.get, text[1:].split("\u2581")))
             if None not in parts:
                 return self._join(parts)
+        segs = _RUNS.findall(text)
         parts = list(map(cache.get, segs))
         if None in parts:
             if len(cache) >= WORD_CACHE_MAX:
@@ -400,7 +404,8 @@ class SentencePiece(VocabFile):
             parts = list(map(fresh.get, segs, parts))
             cache.update(kv for kv in fresh.items() if len(kv[0]) <= WORD_CACHE_LEN)
             u = self._sure_u
-            self._sure.update((w, got[0]) for w, got in fresh.items() if len(w) <= WORD_CACHE_LEN and got[1] > u)
+            self._sure.update((w[1:], got[0]) for w, got in fresh.items()
+                              if 1 < len(w) <= WORD_CACHE_LEN and got[1] > u and w[0] == "\u2581" and w[1] != "\u2581")
         if len(text) * self.max_abs_score < NO_REBASE:
             u = self._u.get(len(text))
             if u is None:
