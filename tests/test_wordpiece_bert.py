@@ -141,7 +141,31 @@ def test_ascii_text_by_one_call(minilm, tmp_path, normalizer):
 ])
 def test_normalizers(minilm, tmp_path, normalizer):
     doc = dict(minilm, truncation=None, padding=None, normalizer=normalizer)
-    _check(doc, tmp_path, _texts(42) + ["  Hello\u2003 ", "\u3000x\u00a0", "\x1cab\x1f", " \u200b"])
+    _check(doc, tmp_path, _texts(42) + ["  Hello\u2003 ", "\u3000x\u00a0", "\x1cab\x1f", " \u200b",
+                                        " \t\u3000\u2028 ", "\x85x\x85", "\u180ex\u180e", ""])
+
+
+@pytest.mark.parametrize("left,right", [(True, True), (True, False), (False, True)])
+def test_strip_by_str_methods(minilm, tmp_path, left, right):
+    """Strip cuts by str.lstrip / rstrip over its table's whitespace chars: the same ends as the
+    per-char table test, on random texts of whitespace and other chars (all whitespace included)."""
+    from tokmap.runtime.bert import Strip
+
+    doc = dict(minilm, truncation=None, padding=None,
+               normalizer={"type": "Strip", "strip_left": left, "strip_right": right})
+    _ref, tok = export_variant(doc, tmp_path)
+    (step,) = [s for s in tok.pipeline.normalizers if isinstance(s, Strip)]
+    step.normalize("x", False)
+    assert step.chars is not None and "\u3000" in step.chars and "\u200b" not in step.chars
+    rng = random.Random(3)
+    alphabet = list(step.chars) + ["a", "\u200b", "\u180e", "b c"]
+    for _ in range(3000):
+        t = "".join(rng.choice(alphabet) for _ in range(rng.randrange(0, 8)))
+        s, e = step._ends(t)
+        new, align = step.normalize(t, True)
+        assert new == t[s:e] and (align is None) == (s == 0 and e == len(t)), repr(t)
+        if align is not None:
+            assert align == [(i, i + 1) for i in range(s, e)]
 
 
 @pytest.mark.parametrize("pre", [

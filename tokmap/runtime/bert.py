@@ -195,13 +195,35 @@ class Strip:
         self.left, self.right = step["left"], step["right"]
         self.f, self.blob = f, step["table"]
         self.memo = None
+        self.chars = None  # the table's whitespace as one str (str.strip's argument), when it is small
 
     def _is_ws(self, c):
         if self.memo is None:
-            self.memo = _Memo(_rows(self.f, self.blob), lambda r: True, False)
+            self._load()
         return self.memo[ord(c)]
 
+    def _load(self):
+        rows = _rows(self.f, self.blob)
+        self.memo = _Memo(rows, lambda r: True, False)
+        if sum(r[1] - r[0] for r in rows) <= 256:  # (Unicode White_Space: 25 chars)
+            self.chars = "".join(chr(c) for r in rows for c in range(r[0], r[1]))
+
     def normalize(self, text: str, want_align: bool):
+        if self.memo is None:
+            self._load()
+        chars = self.chars
+        if chars is not None:  # (str.lstrip / rstrip: a C scan, not a Python test per char)
+            s = len(text) - len(text.lstrip(chars)) if self.left else 0
+            e = len(text.rstrip(chars)) if self.right else len(text)
+            if e < s:
+                e = s  # (a text of whitespace only: stripped from the left already)
+        else:
+            s, e = self._ends(text)
+        if s == 0 and e == len(text):
+            return text, None
+        return text[s:e], ([(i, i + 1) for i in range(s, e)] if want_align else None)
+
+    def _ends(self, text: str):
         s, e = 0, len(text)
         if self.left:
             while s < e and self._is_ws(text[s]):
@@ -209,9 +231,7 @@ class Strip:
         if self.right:
             while e > s and self._is_ws(text[e - 1]):
                 e -= 1
-        if s == 0 and e == len(text):
-            return text, None
-        return text[s:e], ([(i, i + 1) for i in range(s, e)] if want_align else None)
+        return s, e
 
 
 _MARK = re.compile("\x01")
