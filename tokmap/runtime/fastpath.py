@@ -56,9 +56,12 @@ def build(pipe):
     one_word = kind != "MetaspaceStep" and kind != "CharSplit"  # (words: a stretch is one word)
     if not pipe.normalizers:
         return _run(pipe, words, enc, one_word=one_word)
+    from .normalizers import text_chain
+
+    normalize = text_chain(pipe.normalizers)
     if _char_for_char(pipe.normalizers):
-        return _run(pipe, words, enc, whole=lambda text: pipe.normalize(text)[0], one_word=one_word)
-    return _run(pipe, lambda stretch: words(pipe.normalize(stretch)[0]), enc)
+        return _run(pipe, words, enc, whole=normalize, one_word=one_word)
+    return _run(pipe, lambda stretch: words(normalize(stretch)), enc)
 
 
 def _char_for_char(steps) -> bool:

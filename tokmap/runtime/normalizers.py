@@ -112,6 +112,24 @@ def build(f, steps: list[dict]) -> list:
     return out
 
 
+def text_chain(steps: list):
+    """text -> run(steps, text)[0], bound once: with no step passing char sets on
+    (normalize_chars), each step's normalize in turn, without run's per-step look-ups (a short
+    encode under botchan-unigram's three steps: ~0.4 us)."""
+    if any(getattr(s, "normalize_chars", None) is not None for s in steps):
+        return lambda text: run(steps, text)[0]
+    fns = [s.normalize for s in steps]
+    if len(fns) == 1:
+        (one,) = fns
+        return lambda text: one(text, False)[0]
+
+    def chain(text: str) -> str:
+        for fn in fns:
+            text = fn(text, False)[0]
+        return text
+    return chain
+
+
 def run(steps: list, text: str, want_align: bool = False):
     """Apply the steps in order; compose their alignments into ranges of the original text."""
     if not want_align:

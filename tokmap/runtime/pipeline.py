@@ -243,7 +243,7 @@ class Pipeline:
                 return self.encode_ids
             encode_ids, steps, around = self.encode_ids, self.normalizers, self._around
             first = None if self.raw_matcher is None else self.raw_matcher.first  # (its candidate search)
-        run = normalizers.run
+        normalize = normalizers.text_chain(steps) if steps else None
         step = self.fast_split
         findall, whole = step.regex.findall, step.invert or step.tiles
         split = self._split_runs
@@ -253,8 +253,8 @@ class Pipeline:
         def encode_short(text: str, add: bool) -> list[int]:
             if first is not None and first.search(text) is not None:
                 return encode_ids(text, add)
-            if steps:
-                text = run(steps, text)[0]
+            if normalize is not None:
+                text = normalize(text)
             if text.isascii():
                 parts = findall(text)
                 if not whole and sum(map(len, parts)) != len(text):
