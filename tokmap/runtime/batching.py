@@ -117,6 +117,7 @@ def _recording(tok, kind: str, recorded: list):
         pipe.fast = fastpath.build(pipe)
     twin = copy.copy(tok)
     twin._pipeline = pipe
+    twin._plain = False  # (encode's short path is bound to tok's own pipeline: it would go around the recorder)
     return twin
 
 
