@@ -49,7 +49,7 @@ NO_REBASE = RESET / 1.001  # chars x largest |score| below this: the lattice can
 _DECODE = ((), -1.0, ())  # _unigram_cached's entry for a run always decoded from its X
 BATCH_RUNS = 128  # distinct new Unigram runs in a call from which they are decoded in numpy (spm_unigram.words) ...
 BATCH_IMPORT = 1 << 15  # ... once imported, or when they hold this many chars (the import, ~40-110 ms, then pays)
-SURE_TEXT = 1024  # chars: a Unigram text up to this long may take _sure's ids (_unigram_cached) ...
+SURE_TEXT = 1024  # chars: a text up to this long may take its runs' ids from _sure (encode_normalized)
 FOLLOW_RUNS = 256  # runs in a text from which _unigram_follow goes by numpy (spm_unigram.follow), once imported
 RUN_CHARS = 512  # a BPE run this long of one char merges as glued chunks (_bpe_run)
 CHUNK_CHARS = 2048  # ... and one this long of other chars, by numpy (spm_chunks.py)
@@ -115,9 +115,9 @@ class SentencePiece(VocabFile):
         self._heap_chars = 0  # chars of the runs the heap would have merged so far (_table_for)
         self.word_cache: dict[str, tuple] = {}  # Unigram: run -> (ids, slack, path scores)
         self._u: dict[int, float] = {}  # text length -> _rounding(length)
-        # Unigram, short texts: word -> ids, for the runs "\u2581" + word (one "\u2581", none in word) of
-        # word_cache whose choices hold in any text of up to _sure_len chars (slack above
-        # _rounding(_sure_len)); _sure_len set by _prepare
+        # Short texts: word -> ids, for the runs "\u2581" + word (one "\u2581", none in word) of the
+        # cache (BPE) or of word_cache whose choices hold in any text of up to _sure_len chars
+        # (Unigram: slack above _rounding(_sure_len)); _sure_len set by _prepare
         self._sure: dict[str, tuple] = {}
         self._sure_len, self._sure_u = 0, 0.0
         self._lattice = None  # Unigram: spm_unigram.lattice, on the first batch of runs (False: none)
@@ -193,6 +193,8 @@ class SentencePiece(VocabFile):
                 while n > 0 and n * top >= NO_REBASE:  # (the no-rebase test of _unigram_cached holds)
                     n -= 1
                 self._sure_len, self._sure_u = n, self._rounding(n)
+        if self.kind == "bpe":
+            self._sure_len = SURE_TEXT  # (a BPE run's ids hold in any text)
         self._ready = True
 
     # -- encoding ---------------------------------------------------------------------------
@@ -207,6 +209,10 @@ class SentencePiece(VocabFile):
             self._prepare()
         if self.kind == "bpe":
             if self.cut:
+                if len(text) <= self._sure_len and text[0] == "\u2581":  # (as in _unigram_cached)
+                    parts = list(map(self._sure.get, text[1:].split("\u2581")))
+                    if None not in parts:
+                        return self._join(parts)
                 return self._bpe_runs(_RUNS.findall(text))
             return self._finish(self._bpe(text))
         if self.cut and self.max_abs_score is not None:
@@ -221,10 +227,13 @@ class SentencePiece(VocabFile):
             if len(cache) >= WORD_CACHE_MAX:
                 cache.clear()
                 self._long.reset()
+                self._sure.clear()
             fresh = dict.fromkeys(compress(runs, map(is_, parts, repeat(None))))
             fresh.update(zip(fresh, self._bpe_fresh(list(fresh))))
             parts = list(map(fresh.get, runs, parts))  # (a hit: not in fresh, its part as it was)
             cache.update(kv for kv in fresh.items() if len(kv[0]) <= WORD_CACHE_LEN)
+            self._sure.update((w[1:], ids) for w, ids in fresh.items()
+                              if 1 < len(w) <= WORD_CACHE_LEN and w[0] == "\u2581" and w[1] != "\u2581")
             if max(map(len, fresh)) > WORD_CACHE_LEN:
                 # The long runs within LongPieces' budget (unspaced lines: Japanese, minified
                 # code), so that a text met again costs a lookup a run, as a BPE piece does.
