@@ -203,10 +203,10 @@ class Precompiled:
 
     def _ascii_plan(self):
         """(regex finding the ASCII chars the plan cannot take, or None; bytes.translate table, None
-        when it changes nothing; deleted bytes) when some ASCII chars are clusters of their own (_Singles) that the charsmap
-        keeps, deletes or maps to one ASCII char: an ASCII text of only those normalizes in one
-        bytes.translate, where str.translate through _Singles costs ~50 ns a char (a short
-        sentence's 2 us under botchan-unigram); False when none are."""
+        when it changes nothing; deleted bytes) when some ASCII chars are clusters of their own
+        (_Singles) that the charsmap keeps, deletes or maps to one ASCII char: an ASCII text of
+        only those normalizes in one bytes.translate, where str.translate through _Singles costs
+        ~50 ns a char (a short sentence's 2 us under botchan-unigram); False when none are."""
         import re
 
         table, deleted, other = bytearray(range(256)), bytearray(), []

@@ -456,10 +456,10 @@ class SpmNormalizer:
         self._compile_pieces()
 
     def _compile_pieces(self) -> None:
-        """The run patterns' texts: a run of inert characters (when a space stays a space, with the spaces before
-        and between them, and a run of spaces is one piece: the whitespace steps treat them
-        alike wherever they stand, _by_pieces says how), or any one character. Inert: Inert's and
-        those _learn added, plain or unless one of their followers comes next."""
+        """The run patterns' texts: a run of inert characters (when a space stays a space, with the
+        spaces before and between them, and a run of spaces is one piece: the whitespace steps
+        treat them alike wherever they stand, _by_pieces says how), or any one character. Inert:
+        Inert's and those _learn added, plain or unless one of their followers comes next."""
         free, groups = self._inert.str_parts(" ", self._free, self._plain_chars)
         if self._ctx_chars:  # (one lookahead for all: any of their followers ends the run)
             groups = groups + [(sorted(self._ctx_chars), _merge([(ord(c), ord(c)) for c in self._ctx_next]))]

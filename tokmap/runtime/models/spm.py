@@ -118,7 +118,7 @@ class SentencePiece(VocabFile):
         # Short texts: word -> ids, for the runs "\u2581" + word (one "\u2581", none in word) of the
         # cache (BPE) or of word_cache whose choices hold in any text of up to _sure_len chars
         # (Unigram: slack above _rounding(_sure_len)); _sure_len set by _prepare
-        self._sure: dict[str, tuple] = {}
+        self._sure: dict[str, tuple | list] = {}  # (Unigram: word_cache's tuples; BPE: cache's lists)
         self._sure_len, self._sure_u = 0, 0.0
         self._lattice = None  # Unigram: spm_unigram.lattice, on the first batch of runs (False: none)
 
