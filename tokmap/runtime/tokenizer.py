@@ -151,7 +151,6 @@ class Tokenizer:
                 raise bad(mtok.SECTION_MERGE_NONMONO, f"bitmap must hold {(nk + 7) // 8} bytes for {nk} merges")
         self._model = None
         self._pipeline = None
-        self._spm_run = None  # normalize-then-encode for SentencePiece sources, bound on first use
         self._plain = None  # encode's short path (_plain_encoder; False: none), bound by the first general call
         # (whose rule encode's short path applies to lone surrogates: refused, or None: replaced)
         self._reference = {"sentencepiece": "sentencepiece", "hf": "tokenizers"}.get(self.api)
@@ -276,10 +275,11 @@ class Tokenizer:
                             disallowed_special=disallowed_special, as_array=as_array)
 
     def _plain_encoder(self):
-        """(text, add_special_tokens) -> ids for encode's short str calls with no other option, or
-        None (truncation and padding need Encodings). tiktoken's and Tekken's replace lone
-        surrogates; tiktoken's refuses a text holding a special token (all are disallowed by
-        default): one search finds whether it does, and the general path raises its error."""
+        """(text, add_special_tokens) -> ids for encode's short str calls with no other option (for
+        SentencePiece: every call's), or None (truncation and padding need Encodings). tiktoken's
+        and Tekken's replace lone surrogates; tiktoken's refuses a text holding a special token
+        (all are disallowed by default): one search finds whether it does, and the general path
+        raises its error."""
         if self.api == "tiktoken":
             contents = self._added_columns().contents
             ordinary = self.pipeline.short_encoder(ordinary=True)
@@ -307,7 +307,10 @@ class Tokenizer:
             return run
         if self.api == "sentencepiece":
             bos = self.meta["model"].get("bos_id")
-            norm, encode = self._spm_stages()
+            # (the usual single SpmNormalizer step called directly, not through the generic chain:
+            # a short encode is a few microseconds, the chain was a tenth)
+            steps, encode = self.pipeline.normalizers, self.model.encode_normalized
+            norm = steps[0].normalize if len(steps) == 1 else self.pipeline.normalize
             if bos is None:
                 return lambda text, add: encode(norm(text)[0])
 
@@ -337,15 +340,13 @@ class Tokenizer:
             if add_special_tokens and bos is not None:
                 ids.insert(0, bos)
         elif self.api == "sentencepiece":
-            # SentencePieceProcessor.encode(text); add_special_tokens=True prepends BOS when the model
-            # defines one (encode(text, add_bos=True), as HF's LlamaTokenizer does), never EOS.
+            # SentencePieceProcessor.encode(text), with BOS when add_special_tokens and the model
+            # defines one (as HF's LlamaTokenizer adds it), never EOS: _plain_encoder's function,
+            # which serves texts of any length.
             self._no_tiktoken_args(allowed_special, disallowed_special)
-            if not text.isascii():  # (a short ASCII call pays only this test)
+            if not text.isascii():
                 _no_surrogates(text, "sentencepiece")
-            ids = self._spm_encode(text)
-            bos = self.meta["model"].get("bos_id")
-            if add_special_tokens and bos is not None:
-                ids.insert(0, bos)
+            ids = self._plain(text, add_special_tokens)
         else:
             self._no_tiktoken_args(allowed_special, disallowed_special)
             if not text.isascii():
@@ -356,24 +357,6 @@ class Tokenizer:
                 ids = self.pipeline.encode_ids(text, add_special_tokens)
         return _as_array(ids) if as_array else ids
 
-    def _spm_encode(self, text: str) -> list[int]:
-        """SentencePiece: its normalizer step, then its model over the whole normalized text."""
-        run = self._spm_run
-        if run is None:
-            norm, encode = self._spm_stages()
-
-            def run(t):
-                return encode(norm(t)[0])
-            self._spm_run = run
-        return run(text)
-
-    def _spm_stages(self):
-        """SentencePiece's (normalize, encode_normalized). The usual single SpmNormalizer step is
-        called directly, not through the generic normalizer chain (a short encode is a few
-        microseconds; the chain was a tenth)."""
-        steps = self.pipeline.normalizers
-        return (steps[0].normalize if len(steps) == 1 else self.pipeline.normalize), self.model.encode_normalized
-
     @_encoding
     def encode_ordinary(self, text: str, as_array: bool = False):
         """Ids with no special-token handling at all (tiktoken's `encode_ordinary`)."""
@@ -381,7 +364,9 @@ class Tokenizer:
         if self.api == "sentencepiece":
             if not text.isascii():  # (a short ASCII call pays only this test)
                 _no_surrogates(text, "sentencepiece")
-            ids = self._spm_encode(text)
+            if self._plain is None:
+                self._plain = self._plain_encoder()
+            ids = self._plain(text, False)
             return _as_array(ids) if as_array else ids
         ids = self.pipeline.encode_ordinary(_replace_surrogates(text))
         return _as_array(ids) if as_array else ids
