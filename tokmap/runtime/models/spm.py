@@ -195,6 +195,8 @@ class SentencePiece(VocabFile):
                 self._sure_len, self._sure_u = n, self._rounding(n)
         if self.kind == "bpe":
             self._sure_len = SURE_TEXT  # (a BPE run's ids hold in any text)
+        if not self.cut:
+            self._sure_len = 0  # (runs not cut apart: none is remembered)
         self._ready = True
 
     # -- encoding ---------------------------------------------------------------------------
@@ -207,17 +209,28 @@ class SentencePiece(VocabFile):
             return []
         if not self._ready:
             self._prepare()
+        if len(text) <= self._sure_len and text[0] == "\u2581":
+            # A short text of runs "\u2581" + word (as the normalizer makes them from single spaces),
+            # each remembered in _sure: their ids, without the general way's passes (Unigram: the
+            # slack test; both: the findall; str.split finds those runs ~3x quicker). No key is
+            # empty: a "\u2581\u2581", or a "\u2581" at the end, splits off a "" that sends the text
+            # the general way. (_sure_len is 0 where the runs are not cut apart.)
+            parts = list(map(self._sure.get, text[1:].split("\u2581")))
+            if None not in parts:
+                return self._join(parts)
         if self.kind == "bpe":
             if self.cut:
-                if len(text) <= self._sure_len and text[0] == "\u2581":  # (as in _unigram_cached)
-                    parts = list(map(self._sure.get, text[1:].split("\u2581")))
-                    if None not in parts:
-                        return self._join(parts)
                 return self._bpe_runs(_RUNS.findall(text))
             return self._finish(self._bpe(text))
         if self.cut and self.max_abs_score is not None:
             return self._unigram_cached(text)
         return self._finish(self._unigram(text)[0])
+
+    def _remember_sure(self, items) -> None:
+        """_sure's entries for these (run, ids): the runs "\u2581" + a word with no "\u2581", short
+        enough for the cache."""
+        self._sure.update((w[1:], ids) for w, ids in items
+                          if 1 < len(w) <= WORD_CACHE_LEN and w[0] == "\u2581" and w[1] != "\u2581")
 
     def _bpe_runs(self, runs: list[str]) -> list[int]:
         """BPE over each run apart (see _RUNS), each distinct one once, remembered when short."""
@@ -232,8 +245,7 @@ class SentencePiece(VocabFile):
             fresh.update(zip(fresh, self._bpe_fresh(list(fresh))))
             parts = list(map(fresh.get, runs, parts))  # (a hit: not in fresh, its part as it was)
             cache.update(kv for kv in fresh.items() if len(kv[0]) <= WORD_CACHE_LEN)
-            self._sure.update((w[1:], ids) for w, ids in fresh.items()
-                              if 1 < len(w) <= WORD_CACHE_LEN and w[0] == "\u2581" and w[1] != "\u2581")
+            self._remember_sure(fresh.items())
             if max(map(len, fresh)) > WORD_CACHE_LEN:
                 # The long runs within LongPieces' budget (unspaced lines: Japanese, minified
                 # code), so that a text met again costs a lookup a run, as a BPE piece does.
@@ -383,15 +395,6 @@ class SentencePiece(VocabFile):
         every run's choices hold at the largest score it can reach; else X is followed run by
         run (_unigram_follow)."""
         cache = self.word_cache
-        if len(text) <= self._sure_len and text[0] == "\u2581":
-            # A short text of runs "\u2581" + word (as the normalizer makes them from single spaces),
-            # each of whose choices hold at its length: their ids, as the test below would find,
-            # without the slack and ids passes; str.split finds those runs ~3x quicker than findall.
-            # (No key is empty: a "\u2581\u2581", or a "\u2581" at the end, splits off a "" that sends
-            # the text the general way.)
-            parts = list(map(self._sure.get, text[1:].split("\u2581")))
-            if None not in parts:
-                return self._join(parts)
         segs = _RUNS.findall(text)
         parts = list(map(cache.get, segs))
         if None in parts:
@@ -413,8 +416,7 @@ class SentencePiece(VocabFile):
             parts = list(map(fresh.get, segs, parts))
             cache.update(kv for kv in fresh.items() if len(kv[0]) <= WORD_CACHE_LEN)
             u = self._sure_u
-            self._sure.update((w[1:], got[0]) for w, got in fresh.items()
-                              if 1 < len(w) <= WORD_CACHE_LEN and got[1] > u and w[0] == "\u2581" and w[1] != "\u2581")
+            self._remember_sure((w, got[0]) for w, got in fresh.items() if got[1] > u)
         if len(text) * self.max_abs_score < NO_REBASE:
             u = self._u.get(len(text))
             if u is None:
