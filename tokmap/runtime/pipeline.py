@@ -202,6 +202,8 @@ class Pipeline:
     def encode_ids(self, text: str, add_special_tokens: bool) -> list[int]:
         if self.fast_split is not None:
             ids = self._fast_sequence(text)
+        elif self.fast is not None:  # (encode_sequence's own first step, called directly)
+            ids = self.fast(text)
         else:
             ids, _ = self.encode_sequence(text, False)
         around = self._around
@@ -227,18 +229,6 @@ class Pipeline:
                 return lambda text, add: self.encode_ordinary(text)
             encode_ids, first, steps, around = None, None, (), ((), ())
         else:
-            if self.fast_split is None and self.fast is not None and self._around is not None:
-                fast, (before, after) = self.fast, self._around
-
-                def encode_whole(text: str, add: bool) -> list[int]:  # (fastpath's, then the specials)
-                    ids = fast(text)
-                    if add:
-                        if before:
-                            ids[:0] = before
-                        if after:
-                            ids.extend(after)
-                    return ids
-                return encode_whole
             if self.fast_split is None or self.norm_matcher is not None or self._around is None:
                 return self.encode_ids
             encode_ids, steps, around = self.encode_ids, self.normalizers, self._around
