@@ -42,6 +42,12 @@ import -> load -> encode path. Decisions, with the reasons measured for issue 4:
   On bench/parallel.py --models llama3 (fresh slices), runs of 5 alternated with the code before
   these three: median ratio 1.78 against 1.715 over 50 slices each; the two workers' CPU 3% above
   the one process's, where it was 5%, and the busier worker's 6% above the mean, where it was 9%.
+  So a worker's whole share usually goes out in its first burst and is encoded as one group, and
+  nothing is left to steal. Holding a share's last third back until its first group is answered
+  (so that a faster worker could steal it) was slower: medians 1.45 / 1.64 / 1.39 against
+  1.74 / 1.61 / 1.64, alternated runs of 5. The extra groups cost more than the balance won. The
+  imbalance that is left comes from the machine: each share alone took 0.14-0.23 s of CPU, but
+  run at the same time as the other, one of them sometimes took 40-70% longer.
   The caller's writes are non-blocking (what a full pipe does not take waits in the worker's outbox
   until the selector says the pipe has room), so the caller never blocks on a worker that is itself
   blocked writing a result the caller has not read yet. Its pipes are enlarged to 1 MiB where
