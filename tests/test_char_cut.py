@@ -292,6 +292,32 @@ def test_bigram_lookup_equals_membership(name, exported):
         assert table._outside and (table.slots(a) == table._width - 1).any() and (table.slots(b) == table._width - 1).any()
 
 
+@pytest.mark.parametrize("name", MODELS)
+def test_bigram_blocks_equal_one_pass(name, exported, corpus, testdata, monkeypatch):
+    """split() tests a long piece's bigrams PAIR_BLOCK pairs at a time: with blocks of 1, 5 and
+    64 pairs its cuts are exactly those of _bigram over all pairs at once (the pair across two
+    blocks included), and the ids are tokenizers'."""
+    from tokenizers import Tokenizer
+
+    ref = Tokenizer.from_file(str(testdata / "models" / name / "tokenizer.json"))
+    tok = tokmap.load(exported(name))
+    model = tok.model
+    model._build_table()
+    table = model._table
+    text = (corpus("wagahai")[:700] + corpus("code")[:700]).replace(" ", "\u2581")
+    cps = np.frombuffer(text.encode("utf-32-le"), np.uint32)
+    whole = ~table._bigram(cps[:-1], cps[1:])
+    assert 0 < whole.sum() < len(whole)
+    for block in (1, 5, 64):
+        monkeypatch.setattr(charcut, "PAIR_BLOCK", block)
+        out = np.zeros(len(cps) - 1, bool)
+        table._no_bigram(cps, out)
+        assert out.tolist() == whole.tolist()
+        model.sub_cache.clear()
+        model.piece_cache.clear()
+        assert tok.encode(text) == ref.encode(text).ids
+
+
 @pytest.mark.parametrize("bits", [4, 20])
 def test_bigram_filter_answers_membership(bits, exported, monkeypatch):
     """CutTable._has_keys (the filter, then a search of what it lets through) answers exactly
