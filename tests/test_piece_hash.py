@@ -70,6 +70,30 @@ def test_only_entries_whose_bytes_match_count():
     assert whole_tokens(table[:0], tb, off, raw, lengths).tolist() == [-1] * 5
 
 
+def test_candidates_of_every_length_are_compared_whole():
+    """A word of up to EDGE_WHOLE bytes is compared by its edge key, a longer one byte by byte:
+    at every length from 1 to 20, an entry listed under the word's hash whose token differs from
+    the word in one byte only (its middle byte, which a long word's edge key does not hold) is
+    never returned, and one whose token is the word is."""
+    from tokmap.runtime.models.bpe_batch import EDGE_WHOLE
+
+    rng = random.Random(5)
+    words, forged = [], []
+    for n in range(1, 21):
+        w = bytes(rng.randrange(97, 123) for _ in range(n))
+        k = n // 2
+        words.append(w)
+        forged.append(w[:k] + bytes([(w[k] - 97 + 1) % 26 + 97]) + w[k + 1:])
+    assert EDGE_WHOLE < 20
+    vocab = words + forged
+    tb, off = _vocab_arrays(vocab)
+    raw, lengths = _words(words)
+    h = piece_hashes(raw, np.cumsum(lengths) - lengths, lengths)
+    listed = lambda ids: np.sort((h << np.uint64(32)) | np.array(ids, dtype=np.uint64))  # noqa: E731
+    assert whole_tokens(listed(range(20, 40)), tb, off, raw, lengths).tolist() == [-1] * 20
+    assert whole_tokens(listed(range(20)), tb, off, raw, lengths).tolist() == list(range(20))
+
+
 def test_hash_filter_only_skips_words_that_are_no_token(tmp_path):
     """The prefix filter (built once a batch is large) answers like the plain search, on gpt2's
     table, for its own tokens and for words that are none; and it is built only for large batches."""

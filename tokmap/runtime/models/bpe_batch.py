@@ -55,12 +55,18 @@ SCREEN_KEYS = 1 << 18
 
 def piece_hashes(raw: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
     """32-bit hash (as uint64) of each word raw[starts[k]:starts[k] + lengths[k]] (all lengths >= 1),
-    from its length and its first and last four bytes only, so that it costs the same for any
-    length: key = first bytes (little-endian, low 32 bits) | last bytes (from the end, high 32),
-    repeating the edge byte in words under four bytes; h = ((key ^ length * MIX) * MIX2 mod 2^64) >> 32.
-    Words that share those bytes and length collide, which costs the lookup a miss, never an error
-    (whole_tokens compares every candidate's bytes). The exporter hashes the vocabulary with this
-    same function; numpy's unsigned arithmetic wraps mod 2^64."""
+    from its length and its first and last four bytes only (edge_keys), so that it costs the same
+    for any length: h = ((key ^ length * MIX) * MIX2 mod 2^64) >> 32. Words that share those bytes
+    and length collide, which costs the lookup a miss, never an error (whole_tokens compares every
+    candidate's bytes). The exporter hashes the vocabulary with this same function; numpy's
+    unsigned arithmetic wraps mod 2^64."""
+    return _mixed(edge_keys(raw, starts, lengths), lengths)
+
+
+def edge_keys(raw: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """Each word's first bytes (little-endian, low 32 bits) | its last bytes (from the end, high
+    32), the edge byte repeated in words under four bytes. Given the length, a word of at most
+    EDGE_WHOLE bytes is the only one with its key: its bytes are all in it."""
     starts = starts.astype(np.int64)
     last = starts + lengths - 1
     key = np.zeros(len(starts), dtype=np.uint64)
@@ -68,11 +74,17 @@ def piece_hashes(raw: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> np
         head = raw[np.minimum(starts + j, last)].astype(np.uint64)
         tail = raw[np.maximum(last - j, starts)].astype(np.uint64)
         key |= (head << np.uint64(8 * j)) | (tail << np.uint64(32 + 8 * j))
+    return key
+
+
+def _mixed(key: np.ndarray, lengths: np.ndarray) -> np.ndarray:
     n = len(key)
     h = (key ^ (lengths.astype(np.uint64) * np.full(n, HASH_MIX, dtype=np.uint64))) * np.full(n, HASH_MIX2,
                                                                                               dtype=np.uint64)
     return h >> np.uint64(32)
 
+
+EDGE_WHOLE = 8  # bytes: edge_keys holds a word this long whole
 
 FILTER_BITS = 20  # hash prefix bits of hash_filter (a 1 MiB table)
 
@@ -101,7 +113,8 @@ def whole_tokens(table: np.ndarray, tb: np.ndarray, off: np.ndarray, raw: np.nda
     per hash are tried (words sharing their edge bytes and length). present: hash_filter(table).
     With with_hashes: (ids, the words' piece hashes)."""
     starts = np.cumsum(lengths) - lengths
-    h = piece_hashes(raw, starts, lengths)
+    key = edge_keys(raw, starts, lengths)
+    h = _mixed(key, lengths)
     ids = np.full(len(lengths), -1, dtype=np.int64)
     if len(table):
         q = (np.flatnonzero(present[(h >> np.uint64(32 - FILTER_BITS)).astype(np.int64)]) if present is not None
@@ -113,7 +126,7 @@ def whole_tokens(table: np.ndarray, tb: np.ndarray, off: np.ndarray, raw: np.nda
             same_hash = (cand >> np.uint64(32)) == h[q]
             q, idx, cand = q[same_hash], idx[same_hash], cand[same_hash]
             got = (cand & np.uint64(0xFFFFFFFF)).astype(np.int64)
-            ok = same_bytes(tb, off, raw, starts[q], lengths[q], got)
+            ok = same_token(tb, off, raw, starts[q], lengths[q], got, key[q])
             ids[q[ok]] = got[ok]
             q, idx = q[~ok], idx[~ok] + 1
     return (ids, h) if with_hashes else ids
@@ -127,6 +140,28 @@ def sorted_search(table: np.ndarray, keys: np.ndarray) -> np.ndarray:
     idx = np.empty(len(keys), dtype=np.int64)
     idx[order] = np.searchsorted(table, keys[order])
     return idx
+
+
+def same_token(tb, off, raw, starts, lengths, ids, keys) -> np.ndarray:
+    """same_bytes(tb, off, raw, starts, lengths, ids), where keys are the words' edge_keys: a word
+    of at most EDGE_WHOLE bytes is compared by its key and length with the token's (two gathers
+    of 8 bytes' worth a word, where same_bytes gathers every byte of both, with a repeat and a
+    reduceat: 5.5K of en.txt's distinct words under o200k, ~1.3 -> ~0.4 ms)."""
+    if not len(ids):
+        return np.zeros(0, dtype=bool)
+    if int(ids.max()) >= len(off) - 1:
+        raise ValueError(f"token id {int(ids.max())} outside the vocabulary")
+    begin = off[ids].astype(np.int64)
+    ok = off[ids + 1].astype(np.int64) - begin == lengths
+    sel = np.flatnonzero(ok & (lengths <= EDGE_WHOLE))
+    if len(sel):
+        if int((begin[sel] + lengths[sel]).max()) > len(tb):
+            raise ValueError("token offsets past the end of token_bytes")
+        ok[sel] = edge_keys(tb, begin[sel], lengths[sel]) == keys[sel]
+    sel = np.flatnonzero(ok & (lengths > EDGE_WHOLE))
+    if len(sel):
+        ok[sel] = same_bytes(tb, off, raw, starts[sel], lengths[sel], ids[sel])
+    return ok
 
 
 def same_bytes(tb, off, raw, starts, lengths, ids, skip: int = 0) -> np.ndarray:
