@@ -181,9 +181,9 @@ class CutTable:
     def _no_bigram(self, cps: np.ndarray, out: np.ndarray) -> None:
         """out[i] = not _bigram(cps[i], cps[i + 1]) for every char but the last, a block of
         PAIR_BLOCK pairs at a time: the temporaries of a block (its rows, cells and matrix bytes,
-        7 bytes a char) stay in the caches and in memory the heap already holds. Over the whole
-        text at once they were the call's peak (Llama 2 over wagahai.txt, 1.1M chars: 8 MB), and
-        fresh pages cost: the heap grows for them and is trimmed back after the call."""
+        7 bytes a char) stay in the caches and in memory the heap already holds, where the whole
+        text's at once (2.6 MB for Llama 2 over wagahai.txt's 375K chars) were fresh pages on
+        every call. That cold call, 4 alternated rounds: 28.4-30.0 -> 24.6-27.2 ms."""
         if self._slot is None:
             self._build_alphabet()
         for a in range(0, len(out), PAIR_BLOCK):
@@ -317,7 +317,8 @@ def encode_long(text: str, table: CutTable, encode_many, cache: dict, bounds=Non
     distinct, inv = distinct_parts(text, cps, starts[multi], ends)
     # (Each big array goes as soon as it is done with, so the arrays made after take its memory:
     # held to the end, they grew the heap by 8 MB more, pages that are fresh on every call since
-    # the heap is trimmed after it. Llama 2 over wagahai.txt, tracemalloc's peak 24.2 -> 16.0 MB.)
+    # glibc trims the heap after it. Llama 2 over wagahai.txt: tracemalloc's peak 24.2 -> 16.0
+    # MB; the cold call, alternated rounds: 31.6-32.0 -> 28.4-30.0 ms, and 42.2 -> 38.7 in a slow one.)
     del bound, ends, nxt
     dparts = list(map(cache.get, distinct))
     if None in dparts:
@@ -352,9 +353,10 @@ def encode_long(text: str, table: CutTable, encode_many, cache: dict, bounds=Non
         out[mdest] = part_ids
     if has_fb:
         # The fallback bytes fill the slots of the fallback parts, in order: one mask store, not
-        # a destination per byte (Gemma 3 over utf8seq.txt: 830K). The mask is each part's
-        # flag repeated over its slots: marking the other parts' slots False in an all-True mask
-        # took two index arrays the size of the parts (Llama 2 over wagahai.txt: 3.2 ms of 26).
+        # a destination per byte (Gemma 3 over utf8seq.txt: 830K). The mask is each part's flag
+        # repeated over its slots. Marking the other parts' slots False in an all-True mask took
+        # an index array of the parts, fresh memory each call: Llama 2 over wagahai.txt, cold,
+        # 24.6-27.2 -> 25.1-25.8 ms in 4 alternated rounds (faster in 3).
         rest = np.repeat(fb, counts)
         b = utf8_bytes(fcp)
         first_byte = table.byte_first
