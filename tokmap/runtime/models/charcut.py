@@ -361,10 +361,9 @@ def encode_long(text: str, table: CutTable, encode_many, cache: dict, bounds=Non
         b = utf8_bytes(fcp)
         first_byte = table.byte_first
         out[rest] = np.take(table.byte_id, b) if first_byte is None else np.add(b, first_byte, dtype=out.dtype)
-    if bounds is not None:
-        return table.lists.tolist(out), pos[np.searchsorted(starts, np.asarray(bounds, np.int64))].tolist()
+    at = None if bounds is None else pos[np.searchsorted(starts, np.asarray(bounds, np.int64))].tolist()
     del starts, pos, counts, one, first, multi, fb
-    return table.lists.tolist(out)  # (a list: CharBPE.encode_piece makes it a tuple only if it remembers it)
+    return table.lists.tolist(out) if at is None else (table.lists.tolist(out), at)  # (a list: CharBPE.encode_piece makes it a tuple only if it remembers it)
 
 
 def utf8_bytes(cp: np.ndarray) -> np.ndarray:
