@@ -138,7 +138,8 @@ class SpaceCuts:
             if len(multi):
                 a = sp[cuts[multi]] + 1
                 b = np.append(sp, len(text))[np.append(cuts[1:], n - 1)[multi]]
-                any(map(keys.__setitem__, multi.tolist(), map(text.__getitem__, map(slice, a.tolist(), b.tolist()))))
+                for slot, val in zip(multi.tolist(), map(text.__getitem__, map(slice, a.tolist(), b.tolist()))):
+                    keys[slot] = val
         out = list(whole(head))
         cache = self.cache
         try:
@@ -183,12 +184,14 @@ class SpaceCuts:
         few = np.flatnonzero((count > 1) & (count <= SUM_PIECES))
         if len(few):  # (sum adds tuples pairwise: fastest for a few, quadratic for many)
             got = map(sum, map(per.__getitem__, map(slice, first[few].tolist(), (last[few] + 1).tolist())), repeat(()))
-            any(map(vals.__setitem__, few.tolist(), got))
+            for slot, val in zip(few.tolist(), got):
+                vals[slot] = val
         many = np.flatnonzero(count > SUM_PIECES)
         if len(many):
             got = map(tuple, map(chain.from_iterable, map(per.__getitem__, map(slice, first[many].tolist(),
                                                                                    (last[many] + 1).tolist()))))
-            any(map(vals.__setitem__, many.tolist(), got))
+            for slot, val in zip(many.tolist(), got):
+                vals[slot] = val
         cache.update(zip(miss, vals))
         if max(map(len, miss)) > CHUNK_CACHE_CHARS:  # the long ones only within their budget
             long = self._long

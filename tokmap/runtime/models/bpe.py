@@ -368,7 +368,8 @@ class BPE(VocabFile):
         else:  # one-token words are most (prose): 1-tuples made in C, the rest after
             out = list(zip(flat[starts].tolist()))
             if len(multi):
-                any(map(out.__setitem__, multi.tolist(), tuples(flat, starts[multi], counts[multi])))
+                for slot, val in zip(multi.tolist(), tuples(flat, starts[multi], counts[multi])):
+                    out[slot] = val
         if self._unreached is not None:
             # A piece that is itself a token is that token (ignore_merges / tiktoken), even where
             # merging would not reach it: check the merged words that could be such a token.

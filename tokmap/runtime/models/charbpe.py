@@ -354,7 +354,8 @@ class CharBPE(BPE):
             if type(which) is range:
                 out = got
             else:
-                any(map(out.__setitem__, which, got))
+                for slot, val in zip(which, got):
+                    out[slot] = val
         cache = self.sub_cache
         if None not in out and max(map(len, texts)) <= 160:  # (the usual case: one C-level update)
             cache.update(zip(texts, out))

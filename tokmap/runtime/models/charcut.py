@@ -323,7 +323,8 @@ def encode_long(text: str, table: CutTable, encode_many, cache: dict, bounds=Non
     dparts = list(map(cache.get, distinct))
     if None in dparts:
         todo = list(compress(range(len(distinct)), map(is_, dparts, repeat(None))))
-        any(map(dparts.__setitem__, todo, encode_many([distinct[k] for k in todo])))  # (C-level: None each)
+        for slot, val in zip(todo, encode_many([distinct[k] for k in todo])):
+            dparts[slot] = val
     dlen = np.fromiter(map(len, dparts), np.int64, len(dparts))
     dbeg = np.cumsum(dlen)
     dbeg -= dlen

@@ -279,7 +279,8 @@ class SentencePiece(VocabFile):
                 else:
                     got = merge_words(table, [words[k] for k in short], [n_chars[k] for k in short], self.pieces,
                                       self.unk_id, self._finish_words)
-                    any(map(out.__setitem__, short, got))  # (__setitem__ returns None: all run)
+                    for slot, val in zip(short, got):
+                        out[slot] = val
         for k in compress(range(len(words)), map(is_, out, repeat(None))):
             w = words[k]
             out[k] = (n_chars[k] >= CHUNK_CHARS and self._bpe_chunked(w, table)) or self._finish(self._bpe(w))

@@ -290,7 +290,8 @@ def merge_words(table: PairTable, words: list[str], n_chars: list[int], pieces: 
     parts = tuples(ids, np.cumsum(counts) - counts, counts)
     if len(ok) == len(out):
         return parts
-    any(map(out.__setitem__, ok.tolist(), parts))
+    for slot, val in zip(ok.tolist(), parts):
+        out[slot] = val
     return out
 
 

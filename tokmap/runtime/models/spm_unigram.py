@@ -171,5 +171,6 @@ def words(model, lat, runs: list[str]) -> list:
             run = runs[int(good[j])]
             e = ends[starts[j]:starts[j] + counts[j]]
             ids[j] = tuple(model._finish([(run[s:t], i) for s, t, i in zip([0, *e[:-1]], e, ids[j])]))
-    any(map(out.__setitem__, good.tolist(), zip(ids, slack, path)))
+    for slot, val in zip(good.tolist(), zip(ids, slack, path)):
+        out[slot] = val
     return out

@@ -144,7 +144,9 @@ TUPLE_COLUMNS = 8  # ids per part up to which tuples() zips columns (longer part
 def tuples(flat: np.ndarray, starts: np.ndarray, counts: np.ndarray) -> list[tuple]:
     """tuple(flat[starts[k]:starts[k] + counts[k]]) for every k, made by C-level calls: the parts
     of one count c take their ids as c gathered columns, zipped into tuples, and are put in place
-    by one map. A slice of a list and a tuple of it per part cost ~3x as much (o200k over 10^5
+    by a plain loop. (`any(map(out.__setitem__, ...))` looks C-level but is not: list.__setitem__
+    is a slot wrapper, called with an argument tuple each time, 21 against 9 ms for 233K items
+    under CPython 3.11.) A slice of a list and a tuple of it per part cost ~3x as much (o200k over 10^5
     random letters: 24K parts, 8.4 -> 5.9 ms). Parts of more ids (a Japanese piece: Llama 3's 30K
     distinct pieces of wagahai.txt, 11K of them over TUPLE_COLUMNS ids) take slices of one list
     made of all their ids: a numpy slice and a tolist each had cost 13.4-13.9 ms of tuples() in
@@ -157,7 +159,8 @@ def tuples(flat: np.ndarray, starts: np.ndarray, counts: np.ndarray) -> list[tup
         if len(which):
             at = starts[which]
             cols = [flat.take(at + k).tolist() for k in range(c)]
-            any(map(out.__setitem__, which.tolist(), zip(*cols)))  # (__setitem__ returns None: all run)
+            for slot, val in zip(which.tolist(), zip(*cols)):
+                out[slot] = val
     if top > TUPLE_COLUMNS:
         which = np.flatnonzero(counts > TUPLE_COLUMNS)
         long_counts = counts[which]
@@ -165,7 +168,8 @@ def tuples(flat: np.ndarray, starts: np.ndarray, counts: np.ndarray) -> list[tup
         ends = np.cumsum(long_counts)
         begins = (ends - long_counts).tolist()
         parts = map(tuple, map(ids.__getitem__, map(slice, begins, ends.tolist())))
-        any(map(out.__setitem__, which.tolist(), parts))
+        for slot, val in zip(which.tolist(), parts):
+            out[slot] = val
     return out
 
 

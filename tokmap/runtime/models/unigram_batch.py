@@ -361,7 +361,8 @@ class Lattice:
             pw, pid, paths = self._fuse(pw, pn, pid, good, head, joined, unk_id, byte_fallback)
         counts = np.bincount(pw, minlength=len(good))
         parts = tuples(pid, np.cumsum(counts) - counts, counts)
-        any(map(out.__setitem__, good.tolist(), parts))
+        for slot, val in zip(good.tolist(), parts):
+            out[slot] = val
         for w in paths:
             out[w] = None
         return out, paths
