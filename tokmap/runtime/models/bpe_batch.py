@@ -146,7 +146,7 @@ def same_token(tb, off, raw, starts, lengths, ids, keys) -> np.ndarray:
     """same_bytes(tb, off, raw, starts, lengths, ids), where keys are the words' edge_keys: a word
     of at most EDGE_WHOLE bytes is compared by its key and length with the token's (two gathers
     of 8 bytes' worth a word, where same_bytes gathers every byte of both, with a repeat and a
-    reduceat: 5.5K of en.txt's distinct words under o200k, ~1.3 -> ~0.4 ms)."""
+    reduceat: whole_tokens over en.txt's 7.7K distinct words under o200k, 1.6-2.2 -> 1.4 ms)."""
     if not len(ids):
         return np.zeros(0, dtype=bool)
     if int(ids.max()) >= len(off) - 1:
