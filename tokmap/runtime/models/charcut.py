@@ -364,7 +364,8 @@ def encode_long(text: str, table: CutTable, encode_many, cache: dict, bounds=Non
         out[rest] = np.take(table.byte_id, b) if first_byte is None else np.add(b, first_byte, dtype=out.dtype)
     at = None if bounds is None else pos[np.searchsorted(starts, np.asarray(bounds, np.int64))].tolist()
     del starts, pos, counts, one, first, multi, fb
-    return table.lists.tolist(out) if at is None else (table.lists.tolist(out), at)  # (a list: CharBPE.encode_piece makes it a tuple only if it remembers it)
+    got = table.lists.tolist(out)  # (a list: CharBPE.encode_piece makes it a tuple only if it remembers it)
+    return got if at is None else (got, at)
 
 
 def utf8_bytes(cp: np.ndarray) -> np.ndarray:
