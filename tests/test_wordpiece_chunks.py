@@ -4,7 +4,9 @@ token_text section, against tokenizers on the real minilm file.
 Chunks claims a stretch's ids are its str.split() chunks' ids joined, each chunk's words cut apart
 from one batch translate at a separator char; the stretches it must refuse (a separator in the
 text, a char str.split cuts at that the tables delete, marks needing their neighbours, unspaced
-text) take the word path. Documents are compared whole, with the file's truncation turned off.
+text) take the word path. A new stretch goes by its words (Chunks.new_words, bytes operations
+where it can), one met before by chunks: the tests that are about chunks encode a text twice.
+Documents are compared whole, with the file's truncation turned off.
 """
 
 from __future__ import annotations
@@ -133,12 +135,16 @@ def test_separator_and_refused_chars_keep_the_word_path(minilm, monkeypatch):
     hards = HARD + [_chunks(tok).seps]  # (a text holding every separator candidate)
     for hard in hards:
         text = ("word, " * 50) + f"a{hard}b c{hard} {hard}d" + (" end." * 50)
-        assert tok.encode(text) == ref.encode(text).ids, repr(hard)
-    assert seen["fill"] == 0 and seen["words"] == len(hards)
+        assert tok.encode(text) == ref.encode(text).ids, repr(hard)  # new: by its words, one way or another
+        before = seen["words"]
+        assert tok.encode(text) == ref.encode(text).ids, repr(hard)  # met before: chunks refused
+        assert seen["words"] == before + 1
+    assert seen["fill"] == 0
     assert set(HARD) <= set(_chunks(tok).bad)
     text = ("word, " * 50) + _chunks(tok).seps[:-1] + " end."  # all but one: that one separates
-    assert tok.encode(text) == ref.encode(text).ids
-    assert seen["fill"] > 0 and seen["words"] == len(hards)
+    for _ in range(2):
+        assert tok.encode(text) == ref.encode(text).ids
+    assert seen["fill"] > 0
 
 
 def _chunks(tok):
@@ -184,7 +190,8 @@ def test_ascii_chunks_through_bytes(minilm, seed, monkeypatch):
     words += rng.sample(PIECES, 10) * 50
     rng.shuffle(words)
     text = " ".join(words)
-    assert tok.encode(text) == ref.encode(text).ids
+    for _ in range(2):  # (new: by its words; met before: by chunks)
+        assert tok.encode(text) == ref.encode(text).ids
     assert calls and sum(calls) > 1000
 
 
@@ -269,6 +276,8 @@ def test_separator_belongs_to_its_call(minilm, monkeypatch):
     # first (it takes the second, which would be one of outer's words)
     outer = " ".join(f"word{k}, x{k}." for k in range(200)) + f" {seps[1]} end"
     inner = seps[0] + " " + " ".join(f"other{k}; y{k}" for k in range(200))
+    for text in (outer, inner):  # met before, so that both go by chunks below
+        assert tok.encode(text) == ref.encode(text).ids
     real_fill_batch = fastpath.Chunks._fill_batch
     nested = []
 
@@ -335,3 +344,68 @@ def test_fill_equals_one_char_at_a_time(testdata, tmp_path, variant):
     assert dict(batch) == dict(one) and batch.contextual == one.contextual
     assert len(one) > 60000 and len(one.contextual) > 10
 
+
+
+def test_new_text_by_words_then_by_chunks(minilm, corpus, monkeypatch):
+    """A long new text goes by its words (no chunk filled), the same text again by chunks (filled
+    then), a third time from the chunk cache alone; a text mostly of other chars than ASCII goes by
+    chunks at once (new_words declines it). Every call tokenizers' ids."""
+    ref, _ = minilm
+    seen = _spy(monkeypatch)
+    used = []
+    real = fastpath.Chunks.new_words
+    monkeypatch.setattr(fastpath.Chunks, "new_words", lambda self, t: used.append(real(self, t) is not None) or real(self, t))
+    tok = tokmap.load(minilm[1].path)
+    text = corpus("en")[:60000]
+    assert not text.isascii()  # (en.txt opens with a BOM)
+    expect = ref.encode(text).ids
+    assert tok.encode(text) == expect
+    assert seen["fill"] == 0 and used == [True]
+    assert tok.encode(text) == expect
+    filled = seen["fill"]
+    assert filled > 1000
+    assert tok.encode(text) == expect
+    assert seen["fill"] == filled and used == [True]
+    wide = corpus("multi")[:60000]
+    assert tok.encode(wide) == ref.encode(wide).ids
+    assert used == [True, False] and seen["fill"] > filled
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_new_words_equal_the_tables(minilm, seed):
+    """new_words gives the words the table's str.translate gives (the word path), for ASCII text
+    with rare other chars among it (accents, CJK the table pads with spaces, marks, controls it
+    deletes, punctuation it isolates), and declines (None) where it cannot be exact or would not
+    pay: more than 1/NEW_WIDE_SHARE of the chars not ASCII, or a char needing its neighbours."""
+    chunks = _chunks(minilm[1])
+    rng = random.Random(seed)
+    ascii_ = [chr(c) for c in range(128)]
+    rare = ["é", "Ö", "中", "日", "́", " ", "　", "­", "👍", "ﬁ", " ", "！"]
+    for _ in range(50):
+        n = rng.randrange(300, 3000)
+        text = [rng.choice(ascii_) for _ in range(n)]
+        for _ in range(rng.randrange(0, n // fastpath.NEW_WIDE_SHARE + 1)):
+            text[rng.randrange(n)] = rng.choice(rare)
+        text = "".join(text)
+        want = list(filter(None, chunks.memo.translate(text).split(" ")))
+        assert chunks.new_words(text) == want
+    crowded = "abc " * 100 + "é" * (400 // fastpath.NEW_WIDE_SHARE + 2)
+    assert chunks.new_words(crowded) is None
+
+
+def test_new_words_declines_what_it_cannot_do_exactly(testdata, tmp_path, minilm, monkeypatch):
+    """A char whose result needs its neighbours (NFD keeping marks), and a char whose result holds
+    another char of the text (a replace would take it again): None, and the call is still exact."""
+    doc = json.loads(model_source(testdata, "minilm").read_text(encoding="utf-8"))
+    doc["truncation"] = doc["padding"] = None
+    doc["normalizer"] = {"type": "Sequence", "normalizers": [{"type": "NFD"}, {"type": "Lowercase"}]}
+    ref, tok = export_variant(doc, tmp_path, "nfd-new")
+    text = "word, " * 100 + " a\u0323\u0301 " + "end. " * 100
+    assert _chunks(tok).new_words(text) is None
+    assert tok.encode(text) == ref.encode(text).ids
+    chunks = _chunks(minilm[1])
+    text = "word " * 200 + "é ü"
+    assert chunks.new_words(text) == list(filter(None, chunks.memo.translate(text).split(" ")))
+    real = chunks.memo.translate
+    monkeypatch.setattr(chunks.memo, "translate", lambda t: "xü" if t == "é" else real(t), raising=False)
+    assert chunks.new_words(text) is None

@@ -25,16 +25,13 @@ from itertools import chain, compress, filterfalse, repeat
 
 from .models import LongPieces, concat
 from .models.bpe import CACHE_PIECE
+from .repeats import TextMemory, mostly_cached
 
 CHUNK_CACHE_CHARS = 128  # chars; longer chunks are remembered within a budget (models.LongPieces)
 CHUNK_CACHE_MAX = 1 << 18  # chunks; the cache is emptied when it would grow past this
 SUM_PIECES = 8  # a chunk of up to this many pieces gets its ids by sum(); more by a chain
-REPEAT_SHARE = 0.9  # the share met before from which a text goes by chunks (repeats())
-MIN_SPACES = 32  # ... and a text with fewer spaces than 1 in this many chars never does
+MIN_SPACES = 32  # a text with fewer spaces than 1 in this many chars never goes by chunks (repeats())
 COUNT_BLOCK = 1 << 20  # chars; repeats() counts the spaces this many at a time, up to past the cap
-TEXT_WINDOW, WINDOW_STRIDE, MAX_WINDOWS = 32, 4096, 64  # a text's fingerprint: chars, where, how many
-MET_WINDOWS_MAX = 1 << 16  # fingerprint windows remembered; emptied when they would grow past this
-SAMPLE_WINDOWS, SAMPLE_CHARS = 8, 256  # where repeats() samples chunks: that many windows, spread out
 
 
 class SpaceCuts:
@@ -47,21 +44,18 @@ class SpaceCuts:
         self.cache: dict[str, tuple] = {}
         self._long = LongPieces()  # the chunks longer than CHUNK_CACHE_CHARS in cache
         self._ok = None  # the bits as 256 bools, made on first use
-        self._met: set[str] = set()  # the fingerprint windows of the texts met (repeats())
+        self._met = TextMemory()  # the texts met (repeats())
 
     def repeats(self, text: str) -> bool:
         """Whether this long text should go by chunks: never when its spaces are few (chunks as
         long as lines share nothing: wagahai.txt) or more than the chunk cache holds (multi.txt's
-        1.2M: the cache would be emptied on every call); else when it was met before (most of its
-        fingerprint windows, TEXT_WINDOW chars at every WINDOW_STRIDE-th position, are), or when
-        most of its chunks are in the cache already (judged on the parts between spaces in a few
-        windows spread over it). Otherwise it goes by pieces: splitting a new text by chunks
-        costs about what the smaller findall saves (o200k, a fresh tokenizer: en.txt 32 -> 36
+        1.2M: the cache would be emptied on every call); else when it was met before, or most of
+        its chunks are in the cache already (repeats.py). Otherwise it goes by pieces: splitting
+        a new text by chunks costs about what the smaller findall saves (o200k, a fresh tokenizer: en.txt 32 -> 36
         ms, code.txt 107 -> 114), and so it does for a new document after others (en.txt after
         pride.txt 32 -> 34 ms; code.txt after en.txt 108 -> 118). So the second time a text
         comes it is split by chunks and the cache filled; from the third on it costs a split, a
-        lookup per chunk and a concat (en.txt 17 -> 9 ms). The windows are at fixed positions, so
-        a text that grows at its end (a chat's history) keeps meeting its earlier ones."""
+        lookup per chunk and a concat (en.txt 17 -> 9 ms)."""
         n = len(text)
         # (counted a block at a time, up to past the cap: multi.txt's 7.4M chars, 8 -> 3 ms)
         spaces = 0
@@ -71,25 +65,7 @@ class SpaceCuts:
                 return False  # more than the cache can hold
         if spaces * MIN_SPACES < n:
             return False  # chunks as long as lines (Japanese)
-        stride = WINDOW_STRIDE * (1 + n // (WINDOW_STRIDE * MAX_WINDOWS))
-        windows = list(map(text.__getitem__, map(slice, range(0, n - TEXT_WINDOW, stride),
-                                                 range(TEXT_WINDOW, n, stride))))
-        met = self._met
-        seen = sum(map(met.__contains__, windows))
-        if len(met) + len(windows) > MET_WINDOWS_MAX:
-            met.clear()
-        met.update(windows)
-        if seen >= REPEAT_SHARE * len(windows):
-            return True
-        cache = self.cache
-        if not cache:
-            return False
-        step = n // SAMPLE_WINDOWS
-        sample: list[str] = []
-        for k in range(SAMPLE_WINDOWS):
-            a = k * step + (step >> 1)
-            sample += filter(None, text[a:a + SAMPLE_CHARS].split(" ")[1:-1])  # (the ends are cut words)
-        return bool(sample) and sum(map(cache.__contains__, sample)) >= REPEAT_SHARE * len(sample)
+        return self._met.met(text) or mostly_cached(text, self.cache)
 
     def _good(self, text: str):
         """(the positions of the text's spaces (at least one), whether the text may be cut before
