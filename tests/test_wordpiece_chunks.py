@@ -391,6 +391,14 @@ def test_new_words_equal_the_tables(minilm, seed):
         assert chunks.new_words(text) == want
     crowded = "abc " * 100 + "é" * (400 // fastpath.NEW_WIDE_SHARE + 2)
     assert chunks.new_words(crowded) is None
+    long = [rng.choice(ascii_) for _ in range(40000)]  # (sampled in windows first)
+    for at in rng.sample(range(40000), 40000 // (4 * fastpath.NEW_WIDE_SHARE)):  # (well within)
+        long[at] = rng.choice(rare)
+    text = "".join(long)
+    assert chunks.new_words(text) == list(filter(None, chunks.memo.translate(text).split(" ")))
+    for at in range(0, 40000, 50):  # one in 50: turned away by the sample
+        long[at] = "é"
+    assert chunks.new_words("".join(long)) is None
 
 
 def test_new_words_declines_what_it_cannot_do_exactly(testdata, tmp_path, minilm, monkeypatch):

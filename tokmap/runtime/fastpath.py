@@ -19,7 +19,7 @@ from operator import sub
 
 from .repeats import TextMemory, mostly_cached
 
-_ASCII_BYTES = bytes(range(128))  # (Chunks.new_words deletes them to find the other chars)
+_ASCII_BYTES = bytes(range(128))  # (_wide_chars deletes them to find the other chars)
 
 
 def build(pipe):
@@ -163,7 +163,7 @@ SPLIT_SPACE = ("\t\n\x0b\x0c\r\x1c\x1d\x1e\x1f \x85\xa0\u1680\u2000\u2001\u2002\
 CHUNK_MIN = 256  # chars; a shorter stretch takes the word path (one call: nothing to remember)
 CHUNK_CHARS = 24  # chars per chunk on average above which a stretch takes the word path (Japanese: ~150)
 NEW_WIDE_SHARE = 256  # a new stretch with more than 1/this of its chars non-ASCII goes by chunks all the same
-NEW_HEAD = 4096  # chars at the head of a new stretch that turn a mostly non-ASCII one away before it is encoded
+NEW_WINDOWS, NEW_WINDOW = 8, 1024  # where new_words samples that share first: that many windows of that many chars
 
 
 class Chunks:
@@ -256,11 +256,15 @@ class Chunks:
         if stretch.isascii():
             data = _bytes_translate(stretch.encode("ascii"), table, delete, expand)
             return list(filter(None, data.decode("ascii").split(" ")))
-        head = stretch[:NEW_HEAD]
-        if len(head.encode("utf-8", "surrogatepass")) - len(head) > len(head) // 16:
-            return None  # (mostly not ASCII, judged on the head: the encode below would cost for nothing)
+        # (judged first on a few windows spread over the stretch, so that one with too many such
+        # chars is turned away before the whole of it is encoded for nothing)
+        step = len(stretch) // NEW_WINDOWS
+        if step > NEW_WINDOW:
+            sample = "".join(stretch[k * step:k * step + NEW_WINDOW] for k in range(NEW_WINDOWS))
+            if len(_wide_chars(sample)) * NEW_WIDE_SHARE > len(sample):
+                return None
         data = stretch.encode("utf-8", "surrogatepass")
-        wide = data.translate(None, _ASCII_BYTES).decode("utf-8", "surrogatepass")  # the other chars
+        wide = _wide_chars(data)
         if len(wide) * NEW_WIDE_SHARE > len(stretch):
             return None
         chars = dict.fromkeys(wide)
@@ -375,6 +379,13 @@ def ascii_plan(memo):
             expand.append((bytes([c]), v.encode("ascii")))
     seps = "".join(chr(c) for c in range(1, 32) if c not in keys and chr(c) not in SPLIT_SPACE)
     return bytes(table), bytes(delete), expand, seps
+
+
+def _wide_chars(text) -> str:
+    """The chars of a text (str, or its UTF-8) that are not ASCII, in order: its UTF-8 with the
+    ASCII bytes deleted is theirs, back to back."""
+    data = text.encode("utf-8", "surrogatepass") if type(text) is str else text
+    return data.translate(None, _ASCII_BYTES).decode("utf-8", "surrogatepass")
 
 
 def _bytes_translate(data: bytes, table: bytes, delete: bytes, expand) -> bytes:
