@@ -225,6 +225,51 @@ def test_matcher_is_leftmost_longest(case, testdata):
         assert got == _leftmost_longest(contents, text), repr(text)
 
 
+@pytest.mark.parametrize("flag", [None, 4, 5, 6])
+def test_matcher_long_texts_of_runs(flag, monkeypatch):
+    """Long texts whose only candidates are run tokens go by str.split at the run char (one such
+    char in the text) or re.split over the runs (several); a text also holding another token's
+    first char, or run tokens with a flag to check (lstrip, rstrip, single_word), by the scan.
+    Each equals the scan's split, which the test above checks against the definition."""
+    import random
+
+    from tokmap.runtime import added
+    from tokmap.runtime.added import AddedToken, Matcher
+
+    contents = ["\n" * n for n in range(1, 9)] + ["\u2581" * n for n in range(2, 6)] + ["\t" * n for n in range(1, 4)]
+    contents += ["<s>", "</s>"]
+    flags = [False] * 5
+    toks = {}
+    for i, c in enumerate(contents):
+        f = list(flags)
+        if flag is not None and c == "\n\n":
+            f[flag - 2] = True
+        toks[c] = AddedToken(i, c, *f)
+    m = Matcher(toks, lambda c: c.isalnum())
+    rng = random.Random(flag)
+    taken = []
+    real = Matcher._split_at
+
+    def split_at(self, text, c):
+        taken.append(c)
+        return real(self, text, c)
+
+    monkeypatch.setattr(Matcher, "_split_at", split_at)
+    for alphabet in (["\n", "a", "\u4e00", " "], ["\n", "\u2581", "\t", "a", " "], ["\u2581", "b"],
+                     ["\n", "a", "<s>", "<"], ["\t", "x"]):
+        for _ in range(20):
+            text = "".join(rng.choice(alphabet) * rng.choice([1, 1, 2, 3, 9, 20]) for _ in range(3000))
+            assert len(text) >= added.RUNS_SPLIT_TEXT
+            got = m.split(text)
+            with monkeypatch.context() as mp:
+                mp.setattr(added, "RUNS_SPLIT_TEXT", 1 << 60)
+                assert got == m.split(text)
+    if flag is None:
+        assert set(taken) == {"\n", "\t"}  # (the runs of "\u2581" start at two: not by str.split)
+    else:
+        assert taken == []
+
+
 def test_added_tokens_made_as_met(exported, testdata):
     """A fresh tokenizer's first encode makes only the AddedTokens its text holds (Gemma 3 has
     6,415: making them all, and the dicts by id, was ~4 ms of every first call); the ones made on
