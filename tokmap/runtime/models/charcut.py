@@ -323,7 +323,7 @@ def encode_long(text: str, table: CutTable, encode_many, cache: dict, bounds=Non
     del bound, ends, nxt
     dparts = list(map(cache.get, distinct))
     dflat = None
-    if dparts.count(None) == len(dparts):
+    if dparts and dparts.count(None) == len(dparts):
         # None cached (a first call): the batch's own arrays serve, where taking its tuples apart
         # again cost a pass over every id (Gemma 3 over wagahai.txt: 17K parts, 52K ids)
         dparts, whole = encode_many(distinct, flat=True)
