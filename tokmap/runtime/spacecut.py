@@ -51,9 +51,9 @@ class SpaceCuts:
         long as lines share nothing: wagahai.txt) or more than the chunk cache holds (multi.txt's
         1.2M: the cache would be emptied on every call); else when it was met before, or most of
         its chunks are in the cache already (repeats.py). Otherwise it goes by pieces: splitting
-        a new text by chunks costs about what the smaller findall saves (o200k, a fresh tokenizer: en.txt 32 -> 36
-        ms, code.txt 107 -> 114), and so it does for a new document after others (en.txt after
-        pride.txt 32 -> 34 ms; code.txt after en.txt 108 -> 118). So the second time a text
+        a new text by chunks costs about what the smaller findall saves (o200k, a fresh
+        tokenizer: en.txt 32 -> 36 ms, code.txt 107 -> 114), and so it does for a new document
+        after others (en.txt after pride.txt 32 -> 34 ms; code.txt after en.txt 108 -> 118). So the second time a text
         comes it is split by chunks and the cache filled; from the third on it costs a split, a
         lookup per chunk and a concat (en.txt 17 -> 9 ms)."""
         n = len(text)
