@@ -8,7 +8,7 @@ a|b: each side merges on its own and the ids are those of the whole piece. (A pe
 flushed by the known char that ends the left side, so the initial symbols split the same way.)
 
 The table holds, from the mapped vocabulary and merge results:
-  char_id  int32 by code point: the char's own token id, or -1 (as `VocabFile.lookup` finds it);
+  char_id  int32 by code point: the char's own token id + 1, or 0 (as `VocabFile.lookup` finds it);
   keys     sorted uint64 bigrams (a << 21 | b) found inside merge results.
 The exporter stores both (sections char_tokens, char_bigrams, computed by `char_tables` below);
 for older files the runtime derives them on the first long piece (~70 ms for Gemma 3).
@@ -66,27 +66,30 @@ def char_tables(tb: np.ndarray, off: np.ndarray, findable: np.ndarray, results: 
 
 class CutTable:
     def __init__(self, model):
-        off = np.frombuffer(model.off, np.uint32).astype(np.int64)
-        n_tok = len(off) - 1
+        n_tok = len(model.off) - 1
         f = model._f
         if f.has(mtok.SECTION_CHAR_TOKENS) and f.has(mtok.SECTION_CHAR_BIGRAMS):
             one_cp, one, keys = _stored(f, n_tok)
-        else:
+        else:  # (older files: derived from the vocabulary, whose offsets only this needs widened)
+            off = np.frombuffer(model.off, np.uint32).astype(np.int64)
             one_cp, one, keys = char_tables(np.frombuffer(model.tb, np.uint8), off,
                                             np.frombuffer(model.sorted_ids, np.uint32),
                                             np.frombuffer(model.results, np.uint32))
-        # Sized to the largest char with a token, one -1 beyond it for every char above (ids_of
-        # clips to it): Llama 2's table is 170 KB where all of Unicode took 4.4 MB to fill and
-        # page in on a first encode.
+        # Sized to the largest char with a token, one entry beyond it for every char above
+        # (ids_of clips to it): Llama 2's table is 170 KB where all of Unicode took 4.4 MB to
+        # fill and page in on a first encode. Each entry is the id + 1, 0 for none, so the
+        # table starts as np.zeros, whose pages the kernel maps only where a char is written:
+        # Gemma 3 has 18 chars past U+30000 (up to U+10FC01), which stretch its table to 4.4
+        # MB, and filling it all with -1 took ~2 ms of each fresh tokenizer's first long piece.
         self._top = int(one_cp.max()) + 1 if len(one_cp) else 0
-        self.char_id = np.full(self._top + 1, -1, np.int32)
-        self.char_id[one_cp] = one
+        self.char_id = np.zeros(self._top + 1, np.int32)
+        self.char_id[one_cp] = one + 1
         # (sort-based where np.unique/np.isin would import numpy.ma, ~6 ms, on a first encode)
         sorted_cp = np.sort(one_cp)
         if (sorted_cp[1:] == sorted_cp[:-1]).any():  # duplicate strings: take lookup()'s choice
             for cp in set(one_cp.tolist()):
                 i = model.lookup(chr(cp).encode("utf-8", "surrogatepass"))
-                self.char_id[cp] = -1 if i is None else i
+                self.char_id[cp] = 0 if i is None else i + 1
         self.keys = keys
         self.lists = IdLists(n_tok)
         if not len(self.keys):
@@ -226,10 +229,12 @@ class CutTable:
         """Each code point's own token id (int32), or -1. (np.take: clipping sends every code point
         above the table to its last entry, -1, in the gather itself; a uint32 index given to [] is
         first converted, 1.35 against 0.65 ms for 375K chars.)"""
-        return np.take(self.char_id, cps, mode="clip")
+        ids = np.take(self.char_id, cps, mode="clip")
+        ids -= 1
+        return ids
 
     def id_of(self, cp: int) -> int:
-        return int(self.char_id[min(cp, self._top)])
+        return int(self.char_id[min(cp, self._top)]) - 1
 
     def slots(self, cps: np.ndarray) -> np.ndarray:
         """Each code point's row of the bigram matrix (_build_alphabet first)."""
