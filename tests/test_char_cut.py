@@ -66,6 +66,22 @@ def test_files_without_them_encode_the_same(name, exported, corpus, tmp_path):
     assert stored.model.byte_tokens_first is not None and derived.model.byte_tokens_first is None
 
 
+@pytest.mark.parametrize("shift", [-1, 1, 7])
+def test_a_wrong_byte_tokens_first_is_not_trusted(shift, exported, tmp_path):
+    """META's byte_tokens_first is checked against the vocabulary (the 256 tokens' offsets and
+    bytes) before it is used: one that points a few ids off, still in range, leaves the byte
+    tokens to the lookups, which find the real ones, and the ids equal the good file's."""
+    path = exported("llama2")
+    good = tokmap.load(path)
+    first = good.model.byte_tokens_first
+    bad_path = write(tmp_path, with_meta(path, lambda m: m["model"].update(byte_tokens_first=first + shift)), "off.mtok")
+    bad = tokmap.load(bad_path)
+    assert bad.model.byte_tokens_first == first + shift
+    assert bad.model._bytes_tokens() == good.model._bytes_tokens() == list(range(first, first + 256))
+    text = "日本語 \U0010fffd\ue000 x" * 40 + "\u2028é" * 300
+    assert bad.encode(text) == good.encode(text)
+
+
 @pytest.mark.parametrize("sid,damage,match", [
     (mtok.SECTION_CHAR_BIGRAMS, lambda a: a[::-1], "not ascending"),
     (mtok.SECTION_CHAR_BIGRAMS, lambda a: np.append(a, np.uint64(0x110000 << 21)), "out of range"),

@@ -62,8 +62,8 @@ class CharBPE(BPE):
             names = [f"<0x{b:02X}>".encode() for b in range(256)]
             first = self.byte_tokens_first  # the exporter found the 256 at consecutive ids
             off = self.off
-            # (checked as one slice: the 256 tokens' offsets 6 bytes apart, their bytes the names
-            # joined; a token_bytes call each took ~0.5 ms of a fresh tokenizer's first long piece)
+            # (checked at once: the 256 tokens' offsets 6 bytes apart, their bytes the names joined;
+            # 256 token_bytes calls took ~0.5 ms of a fresh tokenizer's first long piece)
             if first is not None and 0 <= first and first + 256 < len(off) \
                     and off[first:first + 257].tolist() == list(range(off[first], off[first] + 1537, 6)) \
                     and self.tb[off[first]:off[first + 256]] == b"".join(names):
