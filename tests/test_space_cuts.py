@@ -253,22 +253,31 @@ def test_chunks_holding_long_pieces(name, exported, refs):
 
 
 def test_space_count_stops_past_the_cap(exported, monkeypatch):
-    """repeats() counts a text's spaces a block at a time and gives up once past the chunk cache's
-    cap: a text met before goes by chunks exactly when counting all of its spaces says it may
-    (at most the cap, at least one in MIN_SPACES chars), at either side of both limits."""
+    """repeats() counts a text's spaces a block at a time, and stops once past the chunk cache's
+    cap or once they are enough and the chars left could not pass the cap: a text met before goes
+    by chunks exactly when counting all of its spaces says it may (at most the cap, at least one
+    in MIN_SPACES chars), at either side of both limits, with the spaces spread evenly, all at the
+    start (enough early, and the rest short or long) or all at the end."""
     tok = tokmap.load(exported("o200k_base"))
     cuts = tok.pipeline.space_cuts
     cap = 40
     monkeypatch.setattr(spacecut, "CHUNK_CACHE_MAX", cap)
     monkeypatch.setattr(spacecut, "COUNT_BLOCK", 7)  # the cap passed in any block, the last one too
+    counted = 0
     for n_spaces in (cap - 1, cap, cap + 1, 3 * cap):
         for gap in (spacecut.MIN_SPACES - 1, spacecut.MIN_SPACES):  # chars per space
             for tail in ("", "y" * 50):
-                text = ("x" * (gap - 1) + " ") * n_spaces + tail
-                may = text.count(" ") <= cap and text.count(" ") * spacecut.MIN_SPACES >= len(text)
-                cuts._met.clear()
-                cuts.repeats(text)  # its windows met
-                assert cuts.repeats(text) == may, (n_spaces, gap, len(tail))
+                spaced = ("x" * (gap - 1) + " ") * n_spaces
+                for text in (spaced + tail, " " * n_spaces + "z" * (len(spaced) - n_spaces) + tail,
+                             " " * n_spaces + "z" * (n_spaces * spacecut.MIN_SPACES - n_spaces),
+                             " " * n_spaces + "z" * (n_spaces * spacecut.MIN_SPACES - n_spaces + 1),
+                             tail + "z" * (len(spaced) - n_spaces) + " " * n_spaces):
+                    may = text.count(" ") <= cap and text.count(" ") * spacecut.MIN_SPACES >= len(text)
+                    counted += may
+                    cuts._met.clear()
+                    cuts.repeats(text)  # its windows met
+                    assert cuts.repeats(text) == may, (n_spaces, gap, len(tail), text[:20])
+    assert counted  # (some texts do go by chunks)
 
 
 def test_never_a_cut_after_a_space_or_at_the_start(exported):

@@ -31,7 +31,7 @@ CHUNK_CACHE_CHARS = 128  # chars; longer chunks are remembered within a budget (
 CHUNK_CACHE_MAX = 1 << 18  # chunks; the cache is emptied when it would grow past this
 SUM_PIECES = 8  # a chunk of up to this many pieces gets its ids by sum(); more by a chain
 MIN_SPACES = 32  # a text with fewer spaces than 1 in this many chars never goes by chunks (repeats())
-COUNT_BLOCK = 1 << 20  # chars; repeats() counts the spaces this many at a time, up to past the cap
+COUNT_BLOCK = 1 << 16  # chars; repeats() counts the spaces this many at a time (see there)
 
 
 class SpaceCuts:
@@ -57,13 +57,18 @@ class SpaceCuts:
         comes it is split by chunks and the cache filled; from the third on it costs a split, a
         lookup per chunk and a concat (en.txt 17 -> 9 ms)."""
         n = len(text)
-        # (counted a block at a time, up to past the cap: multi.txt's 7.4M chars, 8 -> 3 ms)
+        # Counted a block at a time, and only as far as the answer needs: up to past the cap
+        # (multi.txt's 7.4M chars, 8 -> 3 ms), or until the spaces are enough and the chars left
+        # could not pass the cap (a first call over en.txt: 0.7 -> 0.2 ms).
         spaces = 0
+        enough = -(-n // MIN_SPACES)
         for a in range(0, n, COUNT_BLOCK):
             spaces += text.count(" ", a, a + COUNT_BLOCK)
             if spaces > CHUNK_CACHE_MAX:
                 return False  # more than the cache can hold
-        if spaces * MIN_SPACES < n:
+            if spaces >= enough and spaces + (n - a - COUNT_BLOCK) <= CHUNK_CACHE_MAX:
+                break
+        if spaces < enough:
             return False  # chunks as long as lines (Japanese)
         return self._met.met(text) or mostly_cached(text, self.cache)
 
