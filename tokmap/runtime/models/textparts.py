@@ -143,24 +143,27 @@ TUPLE_COLUMNS = 8  # ids per part up to which tuples() zips columns (longer part
 
 def tuples(flat: np.ndarray, starts: np.ndarray, counts: np.ndarray) -> list[tuple]:
     """tuple(flat[starts[k]:starts[k] + counts[k]]) for every k, made by C-level calls: the parts
-    of one count c take their ids as c gathered columns, zipped into tuples, and are put in place
-    by a plain loop. (`any(map(out.__setitem__, ...))` looks C-level but is not: list.__setitem__
-    is a slot wrapper, called with an argument tuple each time, 21 against 9 ms for 233K items
-    under CPython 3.11.) A slice of a list and a tuple of it per part cost ~3x as much (o200k over 10^5
-    random letters: 24K parts, 8.4 -> 5.9 ms). Parts of more ids (a Japanese piece: Llama 3's 30K
-    distinct pieces of wagahai.txt, 11K of them over TUPLE_COLUMNS ids) take slices of one list
-    made of all their ids: a numpy slice and a tolist each had cost 13.4-13.9 ms of tuples() in
-    a cold call, this 11.4-11.6. A part of no ids gets ()."""
+    of one count c take their ids as c gathered columns, zipped into tuples, and parts of more ids
+    than TUPLE_COLUMNS (a Japanese piece: Llama 3's 30K distinct pieces of wagahai.txt, 11K of
+    them longer) take slices of one list made of all their ids. A slice of a list and a tuple of
+    it per part cost ~3x as much as the columns (o200k over 10^5 random letters: 24K parts, 8.4 ->
+    5.9 ms); a numpy slice and a tolist per long part had cost 13.4-13.9 ms of tuples() in a cold
+    call over wagahai.txt, the one list 11.4-11.6. Each group's tuples go to their places by one
+    scatter into an object array (np.fromiter of them), where a Python loop had put them there one
+    by one (`any(map(out.__setitem__, ...))` is no C-level loop: list.__setitem__ is a slot
+    wrapper, called with an argument tuple each time): the same parts, min of 5, o200k's 18.9K
+    distinct pieces of 10^5 random letters 6.2 -> 5.2 ms, cl100k's 6.9K of code.txt 1.2 -> 0.9,
+    Llama 3's wagahai.txt 14.4 -> 12.9. A part of no ids gets ()."""
     n = len(counts)
-    out: list[tuple] = [()] * n
+    out = np.empty(n, dtype=object)
+    out.fill(())
     top = int(counts.max()) if n else 0
     for c in range(1, min(top, TUPLE_COLUMNS) + 1):
         which = np.flatnonzero(counts == c)
         if len(which):
             at = starts[which]
             cols = [flat.take(at + k).tolist() for k in range(c)]
-            for slot, val in zip(which.tolist(), zip(*cols)):
-                out[slot] = val
+            out[which] = np.fromiter(zip(*cols), dtype=object, count=len(which))
     if top > TUPLE_COLUMNS:
         which = np.flatnonzero(counts > TUPLE_COLUMNS)
         long_counts = counts[which]
@@ -168,9 +171,8 @@ def tuples(flat: np.ndarray, starts: np.ndarray, counts: np.ndarray) -> list[tup
         ends = np.cumsum(long_counts)
         begins = (ends - long_counts).tolist()
         parts = map(tuple, map(ids.__getitem__, map(slice, begins, ends.tolist())))
-        for slot, val in zip(which.tolist(), parts):
-            out[slot] = val
-    return out
+        out[which] = np.fromiter(parts, dtype=object, count=len(which))
+    return out.tolist()
 
 
 def byte_lengths(raw: np.ndarray, texts: list[str], n_chars: list[int] | None = None) -> np.ndarray:
