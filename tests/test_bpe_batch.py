@@ -320,8 +320,10 @@ def test_screened_pair_lookup_equals_one_by_one(seed, present):
     right = np.array([b for _, b in pairs], dtype=np.int64)
     got = merger.codes(left, right, screen=True)
     assert merger._pair_filter is not None  # the screened path was taken
-    slots = bpe_batch.hash_slots(((left.astype(np.uint64) << np.uint64(32)) | right.astype(np.uint64))
-                                 * bpe_batch.KEY_MIX)
+    packed = (left.astype(np.uint64) << np.uint64(32)) | right.astype(np.uint64)
+    slots = bpe_batch.hash_slots(packed * bpe_batch.KEY_MIX)
+    before = packed.copy()
+    assert bpe_batch.key_slots(packed).tolist() == slots.tolist() and (packed == before).all()
     absent = np.array([p not in table for p in pairs])
     assert (merger._pair_filter[slots] & absent).any() and (~merger._pair_filter[slots]).any()
     assert got.tolist() == merger.codes(left, right).tolist()  # (unscreened: the sorted search)

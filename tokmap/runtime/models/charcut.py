@@ -27,7 +27,7 @@ import numpy as np
 from ... import mtok
 from ...errors import FormatError
 from ..idlist import IdLists
-from .bpe_batch import KEY_MIX, hash_filter, hash_slots  # (KEY_MIX: a packed bigram times it is hashed)
+from .bpe_batch import hash_filter, key_slots
 from .textparts import distinct_parts, ranges, spread
 
 # Separators a cut may precede in the regex path (the numpy path considers every char pair).
@@ -215,8 +215,8 @@ class CutTable:
         18% are searched, unsorted, where sorting and searching all took ~3.5 ms; ~2.4 ms on a first
         call, the filter built, ~1.7 ms after."""
         if self._filter is None:
-            self._filter = hash_filter(self.keys * KEY_MIX)
-        c = np.flatnonzero(self._filter[hash_slots(k * KEY_MIX)])
+            self._filter = hash_filter(self.keys, mixed=True)
+        c = np.flatnonzero(self._filter[key_slots(k)])
         out = np.zeros(len(k), dtype=bool)
         if len(c):
             kc = k[c]
