@@ -39,7 +39,8 @@ def merge(paths: list[Path], notes: dict[int, str] | None = None) -> dict:
     out = {"machine": last["machine"], "testdata": last["testdata"],
            "config": {"models": [m["name"] for m in models], "corpora": corpora,
                       # (the report's header says how libraries were run only when every run did the same)
-                      "isolation": "library" if all(r["config"].get("isolation") == "library" for r in runs) else None},
+                      "isolation": "library" if all(r["config"].get("isolation") == "library" for r in runs) else None,
+                      "rounds": min(r["config"].get("rounds", 1) for r in runs)},
            "elapsed_s": sum(r["elapsed_s"] for r in runs), "runs": runs, "models": models}
     # the run-wide issue-4 parts (hostile input, cold start, encode_batch, file size): from the last run
     # that has each

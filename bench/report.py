@@ -189,7 +189,7 @@ def _model_section(m: dict) -> list[str]:
                              f"{m['max_measure_s']:.0f} s budget: the prefix rule predicts from tokmap's speed "
                              f"only, so a peer slower than tokmap still encodes the whole document")
             if not r.get("stable", True):
-                notes.append(f"{c['corpus']} / {r['lib']}: second call gave different ids from the first")
+                notes.append(f"{c['corpus']} / {r['lib']}: repeated calls (in a round, or across rounds) gave different ids")
             lines.append(f"| {first[0]} | {first[1]} | {r['lib']} | {fmt_rate(r['cold_mibs'])} | "
                          f"{fmt_rate(r['warm_mibs'])} | {rc} | {rw} | {eq} |")
     if notes:
@@ -235,7 +235,9 @@ def render_markdown(results: dict, chart_rel: str | None) -> str:
               "Encode: MiB/s of UTF-8 input. cold = the best of up to 3 first calls, each on a freshly loaded "
               "object (fewer once the next would pass 2 s in all), warm = the best "
               "of up to 3 further calls on the last of them with the same text (fewer once they took 1 s). "
-              "`ids equal` compares the peer's ids with tokmap's on the same input.", ""]
+              "`ids equal` compares the peer's ids with tokmap's on the same input. "
+              f"Each library on each model ran in {cfg.get('rounds', 1)} round(s) of alternating order "
+              "(tokmap first, then last): every figure is the library's best over the rounds.", ""]
     for m in results["models"]:
         cfg_m = next((r["config"] for r in results.get("runs", []) if m["name"] in r["config"]["models"]), cfg)
         m = m | {"max_measure_s": cfg_m.get("max_measure_s", float("inf"))}

@@ -9,7 +9,8 @@ For each model it converts the source where a library has its own format (tokmap
 corpus times a cold encode (the best of up to 3 first calls, each on a freshly loaded object) and a
 warm one (further calls on the last of those objects), and checks each peer's ids against tokmap's.
 Everything runs single-threaded, and each library on each model in a fresh child process
-(run_model_isolated), tokmap's first.
+(run_model_isolated), in ROUNDS rounds of alternating order (tokmap first, then last), each figure
+the library's best over the rounds.
 Then the issue-4 parts: hostile input (bench/hostile.py), whole-process cold start (bench/cold_start.py),
 encode_batch with 2 workers (bench/batch.py); short strings run per model. `--targets-only` runs only what
 issue 4's targets name (bench/targets.py). Results go to BENCHMARKS.md (an "Issue-4 targets" section with
@@ -38,6 +39,7 @@ PINNED_CPU = common.pin_threads()  # before any tokenizer library is imported
 from common import CORPORA, MODELS, MODELS_BY_NAME, OUT, QUICK_CORPORA, REPO  # noqa: E402
 from peers import ADAPTERS, REFERENCE, adapters_for  # noqa: E402
 import batch  # noqa: E402
+import rounds  # noqa: E402
 import hostile  # noqa: E402
 import targets  # noqa: E402
 
@@ -170,6 +172,12 @@ WARM_BUDGET_S = 1.0
 # same way (best of 3 on fresh objects).
 COLD_CALLS = 3
 COLD_BUDGET_S = 2.0
+# Each model's libraries run ROUNDS times over, in alternating order (run_model_isolated). This VM
+# switches between two speeds within minutes, for every library alike (a pure-Python loop 36 or 57
+# ms, tiktoken's cold o200k en.txt 15 or 27 ms, tokmap's 33 or 57 ms, measured minutes apart on
+# 2026-11-28), while one model's children run one after another for minutes: with one round, a
+# ratio compared two libraries measured in different phases as often as not.
+ROUNDS = 2
 
 
 def measure_cold(adapter, path: Path, model, text: str):
@@ -221,6 +229,8 @@ def measure_encode(adapter, path: Path, model, text: str, nbytes: int, tokmap_id
                warm_mibs=nbytes / MiB / warm, n_ids=len(ids), stable=stable)
     if adapter.name == "tokmap":
         row["ids"] = ids
+        if tokmap_ids is not None:  # (a later round: the first round's ids)
+            row["stable"] = stable and list(ids) == tokmap_ids
     elif tokmap_ids is not None:
         ids = list(ids)
         row["ids_equal"] = ids == tokmap_ids
@@ -380,6 +390,8 @@ def parse_args(argv=None):
                         "default: all, with --quick: corpora,short)")
     p.add_argument("--out", default=None, help="markdown report (default: BENCHMARKS.md at the repo root)")
     p.add_argument("--chart", default=None, help="PNG chart (default: bench/bench.png)")
+    p.add_argument("--rounds", type=int, default=ROUNDS,
+                   help="rounds of each model's library children, in alternating order (best of them)")
     p.add_argument("--load-repeats", type=int, default=7, help="loads per library and model (median)")
     p.add_argument("--load-budget", type=float, default=4.0,
                    help="stop repeating loads after this many seconds (at least 3 loads)")
@@ -469,9 +481,11 @@ def _ref_file(model_name: str) -> Path:
     return OUT / f".ref-{model_name}.pickle"
 
 
-def run_model_isolated(model, argv: list[str], prepared: dict, libs=None) -> dict:
+def run_model_isolated(model, argv: list[str], prepared: dict, libs=None, rounds_wanted: int = ROUNDS) -> dict:
     """bench_model for one model, each of its libraries in a child process of its own (this script
-    with --model-child and --lib-child), tokmap first; the rows merged back into one result.
+    with --model-child and --lib-child); the rows merged back into one result. rounds_wanted
+    rounds (ROUNDS) in alternating order, tokmap first, then last; each figure the best of the
+    rounds (rounds.best_of_rounds).
 
     Each model starts from a fresh interpreter so that its figures do not depend on the models
     measured before it: after gemma3 (262K vocabulary) had run in the same process, glibc's raised
@@ -486,21 +500,31 @@ def run_model_isolated(model, argv: list[str], prepared: dict, libs=None) -> dic
     names = [a.name for a in adapters_for(model) if libs is None or a.name in libs]
     ref_file = _ref_file(model.name)
     ref_file.unlink(missing_ok=True)
-    res = None
+    per_round = []
     try:
-        for lib in names:
-            cmd = [sys.executable, str(Path(__file__).resolve()), *argv, "--model-child", model.name,
-                   "--lib-child", lib]
-            p = subprocess.run(cmd, stdout=subprocess.PIPE, text=True)
-            if p.returncode != 0:
-                raise RuntimeError(f"the bench child for {model.name} / {lib} exited with {p.returncode}")
-            out = json.loads(p.stdout.strip().splitlines()[-1])
-            for name, path in out["prepared"].items():
-                prepared[(model.name, name)] = Path(path)
-            res = out["result"] if res is None else _merge_lib(res, out["result"])
+        for r in range(max(1, rounds_wanted)):
+            res = None
+            # Alternating order: a library measured early in one round is measured late in the
+            # next, so a slow stretch of the machine falls on each library in turn. The first
+            # round runs tokmap first: its child writes the texts and ids the others read.
+            for lib in (names if r % 2 == 0 else names[::-1]):
+                cmd = [sys.executable, str(Path(__file__).resolve()), *argv, "--model-child", model.name,
+                       "--lib-child", lib]
+                p = subprocess.run(cmd, stdout=subprocess.PIPE, text=True)
+                if p.returncode != 0:
+                    raise RuntimeError(f"the bench child for {model.name} / {lib} exited with {p.returncode}")
+                out = json.loads(p.stdout.strip().splitlines()[-1])
+                for name, path in out["prepared"].items():
+                    prepared[(model.name, name)] = Path(path)
+                res = out["result"] if res is None else _merge_lib(res, out["result"])
+            per_round.append(res)
     finally:
         ref_file.unlink(missing_ok=True)
-    return res
+    best = per_round[0]
+    for more in per_round[1:]:
+        best = rounds.best_of_rounds(best, more)
+    best["rounds"] = len(per_round)
+    return best
 
 
 def _merge_lib(res: dict, more: dict) -> dict:
@@ -523,8 +547,10 @@ def model_child_main(args, td: Path) -> int:
     corpora = args.model_corpora[model.name] if "corpora" in args.parts else []
     texts = {c: (td / "corpus" / f"{c}.txt").read_text(encoding="utf-8") for c in corpora}
     ref_file = _ref_file(model.name)
-    ref = pickle.loads(ref_file.read_bytes()) if args.lib_child != "tokmap" and ref_file.exists() else None
-    ref_out = {} if args.lib_child == "tokmap" else None
+    # (tokmap's child writes the reference in the first round and reads it in the next, so that
+    # every round encodes the same prefixes and its ids are checked against the first round's)
+    ref = pickle.loads(ref_file.read_bytes()) if ref_file.exists() else None
+    ref_out = {} if args.lib_child == "tokmap" and ref is None else None
     prepared: dict = {}
     res = bench_model(model, td, corpora, texts, args, libs={args.lib_child}, prepared=prepared, ref=ref,
                       ref_out=ref_out)
@@ -552,12 +578,13 @@ def main(argv=None) -> int:
                           "load_repeats": args.load_repeats, "max_measure_s": args.max_seconds,
                           "peer_cap_s": args.peer_cap, "parts": args.parts,
                           "env": common.SINGLE_THREAD_ENV, "quick": args.quick, "targets_only": args.targets_only,
-                          "isolation": "library"},  # one process per model and library (run_model_isolated)
+                          "isolation": "library",  # one process per model and library (run_model_isolated)
+                          "rounds": args.rounds},
                "models": []}
     prepared: dict = {}
     path_for = path_for_factory(td, prepared)
     for model in args.model_list:
-        results["models"].append(run_model_isolated(model, argv, prepared, args.libs[model.name]))
+        results["models"].append(run_model_isolated(model, argv, prepared, args.libs[model.name], args.rounds))
     _log(f"== issue-4 parts ({_now() - t_start:.0f} s so far)")
     results["file_size"] = _guarded("file size", file_sizes, path_for)
     if "hostile" in args.parts:
