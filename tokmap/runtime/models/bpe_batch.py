@@ -366,17 +366,24 @@ class BatchMerger:
         """The codes of pairs of single-byte symbols, each given as b0 << 8 | b1: the first round of
         byte-level BPE. A 64K table per tokenizer is filled as pairs first occur (the few distinct
         ones found without sorting, then searched), so each call is a gather, O(n)."""
+        seen = None
         if self._byte_pairs is None:
+            # The first call: every pair is new, so they are marked directly, without a gather
+            # of the empty table and a masked copy of the pairs (10^5 random letters, cl100k:
+            # 1.1 -> 0.6 ms of this first call, whose distinct pairs are searched either way).
             self._byte_pairs = np.full(65536, -1, dtype=self.dtype)  # -1: not looked up yet
-        got = self._byte_pairs[pair16]
-        new = got < 0
-        if new.any():
+            seen = np.zeros(65536, dtype=bool)
+            seen[pair16] = True
+        else:
+            got = self._byte_pairs[pair16]
+            new = got < 0
+            if not new.any():
+                return got
             seen = np.zeros(65536, dtype=bool)
             seen[pair16[new]] = True
-            d = np.flatnonzero(seen)
-            self._byte_pairs[d] = self.codes(byte_ids[d >> 8], byte_ids[d & 0xFF])
-            got = self._byte_pairs[pair16]
-        return got
+        d = np.flatnonzero(seen)
+        self._byte_pairs[d] = self.codes(byte_ids[d >> 8], byte_ids[d & 0xFF])
+        return self._byte_pairs[pair16]
 
     def merge_chars(self, b0: np.ndarray, b1: np.ndarray, b2: np.ndarray, width: np.ndarray,
                     byte_ids: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
