@@ -80,14 +80,7 @@ def measure(adapter, obj, model, tokmap_ids: list | None = None) -> dict:
             for _ in range(REPEATS):
                 enc(obj, model, s)
             best[k] = min(best[k], (time.perf_counter() - t0) / REPEATS)
-    per = [b * 1e6 for b in best]
-    by_lang = {}
-    for (lang, _s), us in zip(items, per):
-        by_lang.setdefault(lang, []).append(us)
-    worst = max(range(len(per)), key=per.__getitem__)
-    out = {"median_us": statistics.median(per), "by_lang_us": {k: statistics.median(v) for k, v in by_lang.items()},
-           "max_us": per[worst], "max_sentence": items[worst][1], "per_us": [round(x, 3) for x in per],
-           "n": len(items), "repeats": REPEATS}
+    out = summary([b * 1e6 for b in best]) | {"n": len(items), "repeats": REPEATS}
     if tokmap_ids is None:
         out["ids"] = ids_all
     else:
@@ -98,17 +91,22 @@ def measure(adapter, obj, model, tokmap_ids: list | None = None) -> dict:
     return out
 
 
-def combine(a: dict, b: dict) -> dict:
-    """measure()'s summaries of two rounds over the same sentences as one: each sentence's lower
-    time, and the summary figures taken again from those (ids equal only when in both)."""
+def summary(per: list[float]) -> dict:
+    """The figures of µs per call for each sentence (all_sentences' order): median, per language,
+    slowest (and which), and the per-sentence list itself."""
     items = all_sentences()
-    per = [min(x, y) for x, y in zip(a["per_us"], b["per_us"])]
     by_lang = {}
     for (lang, _s), us in zip(items, per):
         by_lang.setdefault(lang, []).append(us)
     worst = max(range(len(per)), key=per.__getitem__)
-    out = dict(a, median_us=statistics.median(per), by_lang_us={k: statistics.median(v) for k, v in by_lang.items()},
-               max_us=per[worst], max_sentence=items[worst][1], per_us=per)
+    return {"median_us": statistics.median(per), "by_lang_us": {k: statistics.median(v) for k, v in by_lang.items()},
+            "max_us": per[worst], "max_sentence": items[worst][1], "per_us": [round(x, 3) for x in per]}
+
+
+def combine(a: dict, b: dict) -> dict:
+    """measure()'s summaries of two rounds over the same sentences as one: each sentence's lower
+    time, and the summary figures taken again from those (ids equal only when in both)."""
+    out = a | summary([min(x, y) for x, y in zip(a["per_us"], b["per_us"])])
     if "ids_equal" in a or "ids_equal" in b:
         out["ids_equal"] = a.get("ids_equal", False) and b.get("ids_equal", False)
         if not out["ids_equal"]:
