@@ -18,7 +18,7 @@ import pytest
 import tokmap
 from tokmap import mtok
 from tokmap.runtime.models import bpe
-from tokmap.runtime.models.bpe_cuts import TWO, CutTable, _after_index, _before_index, window_keys
+from tokmap.runtime.models.bpe_cuts import TWO, CharIds, CutTable, _after_index, _before_index, window_keys
 from tokmap.runtime.reader import MtokFile
 
 from test_conformance import Ref
@@ -223,6 +223,30 @@ def test_table_bitmaps_answer_like_the_keys():
         assert CutTable._has(bitmap, index(x, y, z)).tolist() == [int(k) in known for k in probe.tolist()], shape
     pairs = rng.integers(0, 1 << 16, 5000)
     assert table.pairs[pairs].tolist() == [(TWO | int(p)) in known for p in pairs.tolist()]
+
+
+def test_char_ids_remember_every_char_as_added():
+    """CharIds' table grows with the largest char met: a char is found with its ids exactly once
+    added (in any order, across additions that grow the table), and every other code point, below
+    or above the largest, NUL and the last of Unicode included, is not met (-1)."""
+    rng = np.random.default_rng(11)
+    chars, want = CharIds(), {}
+    everything = np.array([0, 1, 0x7F, 0x4E00, 0xFFFF, 0x10000, 0x10FFFF], dtype=np.int64)
+    for top in (0x80, 0x3000, 0xA000, 0x20000, 0x110000):
+        new = np.setdiff1d(rng.integers(0, top, 300), np.array(sorted(want), dtype=np.int64))
+        rng.shuffle(new)
+        counts = rng.integers(1, 5, len(new))
+        flat = rng.integers(0, 1 << 32, int(counts.sum()), dtype=np.uint64).astype(np.uint32)
+        chars.add(new, flat, counts)
+        at = np.cumsum(counts) - counts
+        want.update({int(c): flat[a:a + n].tolist() for c, a, n in zip(new, at, counts)})
+        probe = np.concatenate((np.array(sorted(want), dtype=np.int64), everything, rng.integers(0, 0x110000, 2000)))
+        row = chars.rows(probe)
+        for cp, r in zip(probe.tolist(), row.tolist()):
+            if cp in want:
+                assert r >= 0 and chars.ids[r, :chars.counts[r]].tolist() == want[cp], hex(cp)
+            else:
+                assert r == -1, hex(cp)
 
 
 @pytest.mark.parametrize("seed", range(12))
