@@ -47,7 +47,19 @@ import -> load -> encode path. Decisions, with the reasons measured for issue 4:
   (so that a faster worker could steal it) was slower: medians 1.45 / 1.64 / 1.39 against
   1.74 / 1.61 / 1.64, alternated runs of 5. The extra groups cost more than the balance won. The
   imbalance that is left comes from the machine: each share alone took 0.14-0.23 s of CPU, but
-  run at the same time as the other, one of them sometimes took 40-70% longer.
+  run at the same time as the other, one of them sometimes took 40-70% longer. Two more tries,
+  bench/parallel.py --models llama3 (fresh slices), alternated in one process:
+  - A held-back tail: each share's first burst its first 85% as one group, the last 15% in three
+    chunks handed out one at a time (a worker's own first, then the other share's): median ratio
+    1.74 against 1.83 (60 runs each). Every extra group's fixed costs, and the documents of a
+    slice are 20-100 KB each, too coarse for a fine tail.
+  - Shares balanced exactly in bytes by treating the batch as a ring (the best start of the
+    first share; the share that wraps gets two ranges). The fresh slices' byte imbalance of
+    1.01-1.05 became 1.00, and the slower share's instructions under cachegrind summed 2.6% lower
+    over the five slices; but the workers' measured CPU imbalance did not follow (median
+    1.069 against 1.078, mean 1.097 against 1.099, 80 runs each), nor the ratio (medians of three
+    alternations, 60-80 runs each: 1.71 / 1.78 / 1.80 against 1.83 / 1.81 / 1.81). Bytes are too
+    rough a measure of a share's time for the last few percent.
   The caller's writes are non-blocking (what a full pipe does not take waits in the worker's outbox
   until the selector says the pipe has room), so the caller never blocks on a worker that is itself
   blocked writing a result the caller has not read yet. Its pipes are enlarged to 1 MiB where
