@@ -252,7 +252,7 @@ class CutTable:
         right = (self.keys & np.uint64(0x1FFFFF)).astype(np.int64)
         # Sort-based (np.unique would import numpy.ma). The keys ascend, so `left` does already:
         # only `right` is sorted, and the stable sort (a timsort) merges the two runs in one pass.
-        # Gemma 3's 33.7K keys on a fresh tokenizer: 0.83 -> 0.39 ms.
+        # Gemma 3's 33.7K keys, the sorting alone (median of 50 in one process): 0.83 -> 0.39 ms.
         both = np.concatenate((left, np.sort(right)))
         both.sort(kind="stable")
         first = np.flatnonzero(np.concatenate(([True], both[1:] != both[:-1]))) if len(both) else both
