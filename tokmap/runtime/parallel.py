@@ -51,8 +51,8 @@ import -> load -> encode path. Decisions, with the reasons measured for issue 4:
   bench/parallel.py --models llama3 (fresh slices), alternated in one process:
   - A held-back tail: each share's first burst its first 85% as one group, the last 15% in three
     chunks handed out one at a time (a worker's own first, then the other share's): median ratio
-    1.74 against 1.83 (60 runs each). Every extra group's fixed costs, and the documents of a
-    slice are 20-100 KB each, too coarse for a fine tail.
+    1.74 against 1.83 (60 runs each). The extra groups' fixed costs outweighed the balance, and
+    a slice's documents (20-100 KB each) are too coarse for a fine tail.
   - Shares balanced exactly in bytes by treating the batch as a ring (the best start of the
     first share; the share that wraps gets two ranges). The fresh slices' byte imbalance of
     1.01-1.05 became 1.00, and the slower share's instructions under cachegrind summed 2.6% lower
