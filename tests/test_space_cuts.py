@@ -183,10 +183,10 @@ def test_chunks_equal_pieces_and_the_reference(name, exported, refs, monkeypatch
 
 @pytest.mark.parametrize("name", ["o200k_base", "llama3"])
 def test_a_text_met_again_goes_by_chunks(name, exported, refs, corpus, monkeypatch):
-    """The first time a long text comes it goes by pieces; the second by chunks, filling the
-    cache; the third from the cache alone; the text grown at its end by chunks too. New documents
-    after it go by pieces again, although most of their words are in the cache. Every time the
-    reference's ids."""
+    """The first and second time a long text comes it goes by pieces (a second call costs no chunk
+    filling); the third by chunks, filling the cache; the fourth from the cache alone; the text
+    grown at its end by chunks too. New documents after it go by pieces again, although most of
+    their words are in the cache. Every time the reference's ids."""
     calls = []
     real_ids, real_fill = spacecut.SpaceCuts.ids, spacecut.SpaceCuts._fill
     monkeypatch.setattr(spacecut.SpaceCuts, "ids", lambda self, t: calls.append("ids") or real_ids(self, t))
@@ -194,9 +194,11 @@ def test_a_text_met_again_goes_by_chunks(name, exported, refs, corpus, monkeypat
     tok = tokmap.load(exported(name))
     text, other = corpus("en"), corpus("code")
     want = refs[name](text)
-    got = [_encode(tok, name, text) for _ in range(3)]
-    assert got == [want] * 3
-    assert calls == ["ids", "fill", "ids"]
+    got = []
+    for k in range(4):
+        got.append(_encode(tok, name, text))
+        assert calls == [[], [], ["ids", "fill"], ["ids", "fill", "ids"]][k], k
+    assert got == [want] * 4
     calls.clear()
     grown = text + " And one more turn of the conversation, appended at its end. " * 200
     assert _encode(tok, name, grown) == refs[name](grown)  # a text that grew: its windows were met
@@ -254,7 +256,7 @@ def test_chunks_holding_long_pieces(name, exported, refs):
 
 def test_space_count_stops_past_the_cap(exported, monkeypatch):
     """repeats() counts a text's spaces a block at a time, and stops once past the chunk cache's
-    cap or once they are enough and the chars left could not pass the cap: a text met before goes
+    cap or once they are enough and the chars left could not pass the cap: a text met twice goes
     by chunks exactly when counting all of its spaces says it may (at most the cap, at least one
     in MIN_SPACES chars), at either side of both limits, with the spaces spread evenly, all at the
     start (enough early, and the rest short or long) or all at the end."""
@@ -275,7 +277,8 @@ def test_space_count_stops_past_the_cap(exported, monkeypatch):
                     may = text.count(" ") <= cap and text.count(" ") * spacecut.MIN_SPACES >= len(text)
                     counted += may
                     cuts._met.clear()
-                    cuts.repeats(text)  # its windows met
+                    assert not cuts.repeats(text)  # met for the first time ...
+                    assert not cuts.repeats(text)  # ... and the second
                     assert cuts.repeats(text) == may, (n_spaces, gap, len(tail), text[:20])
     assert counted  # (some texts do go by chunks)
 

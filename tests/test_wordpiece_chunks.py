@@ -5,7 +5,9 @@ Chunks claims a stretch's ids are its str.split() chunks' ids joined, each chunk
 from one batch translate at a separator char; the stretches it must refuse (a separator in the
 text, a char str.split cuts at that the tables delete, marks needing their neighbours, unspaced
 text) take the word path. A new stretch goes by its words (Chunks.new_words, bytes operations
-where it can), one met before by chunks: the tests that are about chunks encode a text twice.
+where it can), one met twice before by chunks (repeats.MEETINGS). The tests here are about
+chunks, so they set MEETINGS to 1 and encode a text twice; test_third_meeting_goes_by_chunks
+keeps the runtime's own count.
 Documents are compared whole, with the file's truncation turned off.
 """
 
@@ -20,7 +22,7 @@ import pytest
 
 import tokmap
 from tokmap import mtok
-from tokmap.runtime import fastpath
+from tokmap.runtime import fastpath, repeats
 from tokmap.runtime.models import wordpiece
 
 from conftest import export_variant, model_source
@@ -31,6 +33,14 @@ PIECES = ["Hello,", "world!", "don't", "(a,b)", "x.y.z", "naïve", "café", "ÅN
           "unbelievably", "tokenization", "\U0001f44d", "١٢٣", "ﬁne", "\x00\x01", "\ufffd", "a\u200bb", "\ue000"]
 SPACES = [" ", "  ", "\n", "\t", " \n ", "\r\n", "\u3000", "\xa0", "\u2028"]
 HARD = ["\x1c", "\x1f", "\x85", "\x0b"]  # chars Chunks must not cut at: BERT deletes them
+
+
+MEETINGS = repeats.MEETINGS  # the runtime's own count, before the fixture below changes it
+
+
+@pytest.fixture(autouse=True)
+def _chunks_from_the_second_meeting(monkeypatch):
+    monkeypatch.setattr(repeats, "MEETINGS", 1)
 
 
 @pytest.fixture(scope="module")
@@ -76,6 +86,24 @@ def _spy(monkeypatch):
     monkeypatch.setattr(fastpath.Chunks, "__init__", init)
     monkeypatch.setattr(fastpath.Chunks, "_fill", filling)
     return seen
+
+
+def test_third_meeting_goes_by_chunks(minilm, corpus, monkeypatch):
+    """With the runtime's own count (MEETINGS = 2): a document goes by its words the first and
+    second time it comes (the second call pays no filling), by chunks filled then the third time,
+    and from the chunk cache alone the fourth; the reference's ids every time."""
+    ref, _ = minilm
+    monkeypatch.setattr(repeats, "MEETINGS", MEETINGS)
+    assert MEETINGS == 2
+    seen = _spy(monkeypatch)
+    text = corpus("en")
+    tok = tokmap.load(minilm[1].path)
+    expect = ref.encode(text).ids
+    filled = []
+    for _ in range(4):
+        assert tok.encode(text) == expect
+        filled.append(seen["fill"])
+    assert filled[0] == filled[1] == 0 < filled[2] == filled[3]
 
 
 @pytest.mark.parametrize("corpus_name", ["en", "pride", "code", "wagahai", "utf8seq", "multi"])

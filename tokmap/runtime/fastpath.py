@@ -181,14 +181,15 @@ class Chunks:
     \\x1c-\\x1f controls: "a\\x1cb" is one word), takes the word path. ASCII chunks go through
     bytes operations equal to the table (ascii_plan) where it allows them.
 
-    Only a stretch that repeats (repeats.py: met before, or most of its chunks cached) goes by
-    chunks: filling the chunk cache costs more than the words of a new text do. A new stretch,
-    when nearly all ASCII, goes by its words, made by bytes operations (new_words); met again,
-    it goes by chunks, filled then, whose lookups cost less than the words' from the call after
-    (the same as SpaceCuts does for BPE). minilm over en.txt, a fresh tokenizer, alternated
-    runs: first call 32.5-34.1 -> 26.6-26.7 ms; the same text's second call 8.1-8.8 -> 21.6-21.7
-    (the chunks filled then), its third 8.3-8.8 both; pride.txt and code.txt after it within
-    the noise (they have too many other chars, or marks needing their neighbours)."""
+    Only a stretch that repeats (repeats.py: met twice before, or most of its chunks cached)
+    goes by chunks: filling the chunk cache costs more than the words of a text do. A new
+    stretch, when nearly all ASCII, goes by its words, made by bytes operations (new_words); met
+    again, by its words too (their cache warm); the third time by chunks, filled then (the same
+    as SpaceCuts does for BPE). minilm over en.txt, a fresh tokenizer, alternated runs: first
+    call 32.5-34.1 -> 26.6-26.7 ms with new_words. Filling the chunks on the second meeting
+    made the second call 21.6-21.7 ms against 8.1-8.8 by the words, and the calls after it
+    8.3-8.8 either way; pride.txt and code.txt after it within the noise (they have too many
+    other chars, or marks needing their neighbours)."""
 
     def __init__(self, memo, stretch_words, enc, word_parts):
         self.memo, self.stretch_words, self.enc, self.word_parts = memo, stretch_words, enc, word_parts

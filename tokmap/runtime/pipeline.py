@@ -306,8 +306,8 @@ class Pipeline:
         return parts, long
 
     def _split_ids(self, text: str) -> list[int]:
-        """The model's ids of split_fast's pieces: of a long text met before by its chunks between
-        space cuts, where the file proves them (spacecut.py); else _piece_ids."""
+        """The model's ids of split_fast's pieces: of a long text that keeps coming (repeats.py) by
+        its chunks between space cuts, where the file proves them (spacecut.py); else _piece_ids."""
         cuts = self.space_cuts
         if cuts is not None and len(text) >= CHUNK_TEXT and cuts.repeats(text):
             return cuts.ids(text)

@@ -10,7 +10,7 @@ with no regex at all (o200k over en.txt: 17.5 -> 9 ms). The chunks a call has no
 split all at once: the distinct ones joined back to back (every joint a proven cut, so their
 pieces are those each would have alone), so the regex runs over each distinct chunk once, not
 over the whole text (pride.txt: 123K of 702K chars). Which texts go this way is repeats()'s
-call: those met before, or most of whose chunks are; a new text goes by pieces.
+call: those met twice before, or most of whose chunks are; a new text goes by pieces.
 
 Every chunk but the first is keyed without its leading space; the first, which has none (or
 starts the text), takes the piece path alone. The last chunk may end in a char no cut
@@ -49,13 +49,15 @@ class SpaceCuts:
     def repeats(self, text: str) -> bool:
         """Whether this long text should go by chunks: never when its spaces are few (chunks as
         long as lines share nothing: wagahai.txt) or more than the chunk cache holds (multi.txt's
-        1.2M: the cache would be emptied on every call); else when it was met before, or most of
-        its chunks are in the cache already (repeats.py). Otherwise it goes by pieces: splitting
+        1.2M: the cache would be emptied on every call); else when it was met twice before, or
+        most of its chunks are in the cache already (repeats.py). Otherwise it goes by pieces: splitting
         a new text by chunks costs about what the smaller findall saves (o200k, a fresh
         tokenizer: en.txt 32 -> 36 ms, code.txt 107 -> 114), and so it does for a new document
-        after others (en.txt after pride.txt 32 -> 34 ms; code.txt after en.txt 108 -> 118). So the second time a text
-        comes it is split by chunks and the cache filled; from the third on it costs a split, a
-        lookup per chunk and a concat (en.txt 17 -> 9 ms)."""
+        after others (en.txt after pride.txt 32 -> 34 ms; code.txt after en.txt 108 -> 118). The
+        second time a text comes it goes by pieces too, their cache warm (filling the chunks then
+        made a second call cost what the first did: repeats.py); the third time it is split by
+        chunks and the cache filled; from the fourth on it costs a split, a lookup per chunk and a
+        concat (en.txt 17 -> 9 ms)."""
         n = len(text)
         # Counted a block at a time, and only as far as the answer needs: up to past the cap
         # (multi.txt's 5.9M chars: 3 ms, where one count of all took 14), or until the spaces are
