@@ -233,8 +233,8 @@ def render_markdown(results: dict, chart_rel: str | None) -> str:
               "which `load + encode('Hello world')` includes). `one-time convert` is the export / "
               "conversion from the source file that produced that file, run once.", "",
               "Encode: MiB/s of UTF-8 input. cold = the best of up to 3 first calls, each on a freshly loaded "
-              "object (fewer once the next would pass 2 s in all), warm = the best "
-              "of up to 3 further calls on the last of them with the same text (fewer once they took 1 s). "
+              "object, warm = the best of those objects' second calls with the same text (issue 4's "
+              "\"warm (second call)\"; fewer objects once the next one's two calls would pass 3 s in all). "
               "`ids equal` compares the peer's ids with tokmap's on the same input. "
               f"Each library on each model ran in {cfg.get('rounds', 1)} round(s) of alternating order "
               "(tokmap first, then last): every figure is the library's best over the rounds.", ""]
