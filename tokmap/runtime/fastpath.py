@@ -186,10 +186,10 @@ class Chunks:
     stretch, when nearly all ASCII, goes by its words, made by bytes operations (new_words); met
     again, by its words too (their cache warm); the third time by chunks, filled then (the same
     as SpaceCuts does for BPE). minilm over en.txt, a fresh tokenizer, alternated runs: first
-    call 32.5-34.1 -> 26.6-26.7 ms with new_words. Filling the chunks on the second meeting
-    made the second call 21.6-21.7 ms against 8.1-8.8 by the words, and the calls after it
-    8.3-8.8 either way; pride.txt and code.txt after it within the noise (they have too many
-    other chars, or marks needing their neighbours)."""
+    call 32.5-34.1 -> 26.6-26.7 ms with new_words (pride.txt and code.txt after it within the
+    noise: they have too many other chars, or marks needing their neighbours). Filling the
+    chunks on the second meeting, as was done then, made the second call 21.6-21.7 ms against
+    8.1-8.8 by the words; the call after the fill took 8.3-8.8 ms."""
 
     def __init__(self, memo, stretch_words, enc, word_parts):
         self.memo, self.stretch_words, self.enc, self.word_parts = memo, stretch_words, enc, word_parts
