@@ -186,7 +186,7 @@ def measure_cold(adapter, path: Path, model, text: str):
     """(the ids, the fastest first call's seconds, the fastest second call's seconds, how many
     objects, whether all calls gave the same ids): each object freshly loaded, then called twice
     with the text (cold, then warm)."""
-    ids, cold, warm, spent, runs, stable, obj = None, None, None, 0.0, 0, True, None
+    ids, cold, warm, spent, runs, stable = None, None, None, 0.0, 0, True
     while True:
         obj = None  # (the previous object goes before the next one loads)
         obj = adapter.load(path, model)

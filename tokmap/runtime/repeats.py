@@ -17,8 +17,6 @@ meeting on the fill is paid once, and every call after it is the chunks' (code.t
 
 from __future__ import annotations
 
-from itertools import repeat
-
 REPEAT_SHARE = 0.9  # the share met before from which a text goes by chunks
 MEETINGS = 2  # a text goes by chunks once met this many times before (the third time it comes)
 TEXT_WINDOW, WINDOW_STRIDE, MAX_WINDOWS = 32, 4096, 64  # a text's fingerprint: chars, where, how many
@@ -40,11 +38,11 @@ class TextMemory:
         windows = list(map(text.__getitem__, map(slice, range(0, n - TEXT_WINDOW, stride),
                                                  range(TEXT_WINDOW, n, stride))))
         seen = self._windows
-        times = list(map(seen.get, windows, repeat(0, len(windows))))
-        hits = sum(map(MEETINGS.__le__, times))
+        times = [seen.get(w, 0) for w in windows]  # (at most MAX_WINDOWS of them)
+        hits = sum(t >= MEETINGS for t in times)
         if len(seen) + len(windows) > MET_WINDOWS_MAX:
             seen.clear()
-        seen.update(zip(windows, map(min, map((1).__add__, times), repeat(MEETINGS))))
+        seen.update((w, min(t + 1, MEETINGS)) for w, t in zip(windows, times))
         return hits >= REPEAT_SHARE * len(windows)
 
     def clear(self) -> None:
