@@ -44,6 +44,8 @@ FINISH_WORDS = 8  # live words at or below which the caller's scalar merge finis
 ONE_LEN = 6  # slots a live word at or above which the rounds go one merge a word (_rounds_one) ...
 ONE_SHARE = 4  # ... once a round merged at most 1 + 1/ONE_SHARE pairs a word (narrow codes only)
 ONE_IDLE = 2  # _rounds_one compacts once 1/ONE_IDLE of the slots are dead or in finished words
+# (cl100k's cold call over 10^5 random letters, 3125 chunks, min of 6 in two alternated runs: 1/2
+# 16.0 / 16.7 ms, 1/3 16.0 / 16.4, 1/4 17.1 / 17.0, 1/6 17.5 / 16.5: no share does better.)
 HASH_MIX = 0x9E3779B97F4A7C15  # odd multipliers that spread a word's key into the high 32 bits
 HASH_MIX2 = 0xBF58476D1CE4E5B9
 KEY_MIX = np.uint64(HASH_MIX)  # pair keys times it: their top bits pick a hash_filter slot

@@ -310,7 +310,10 @@ class CharBPE(BPE):
         the merge the byte-level batch uses) of those whose chars are all tokens of their own,
         when there are enough of them; the rest one by one. With flat: (that list, (the batch's
         ids back to back, count per text) when every text came from it, in order, else None),
-        so that a caller wanting the ids as an array need not take the tuples apart again."""
+        so that a caller wanting the ids as an array need not take the tuples apart again.
+        (No lookup of whole tokens first, as the byte-level batch has: of Gemma 3's 16.7K distinct
+        parts of wagahai.txt only 3.1K merge to one token, so such a lookup would spare the rounds
+        a fifth of their words and cost a pass over all of them.)"""
         n_chars = sum(map(len, texts))
         if self.prefix or self.suffix or not batch_pays(n_chars):
             out = list(map(self._encode_sub, texts))
