@@ -37,6 +37,7 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 
 N_GPT2_MUTATIONS = 4000
 N_LLAMA3_MUTATIONS = 800
+N_OTHER_MUTATIONS = 1500  # each of the other model kinds (test_random_mutations_of_other_kinds)
 WATCHDOG_SECONDS = 10
 
 
@@ -1129,3 +1130,23 @@ def test_random_mutations(request, tmp_path, model, count):
     assert not failures, f"{len(failures)} of {count} mutated files misbehaved:\n" + "\n".join(failures[:30])
     # The mutations must actually reach both outcomes: refused files and files that still run.
     assert outcomes.get("FormatError", 0) > count // 5 and outcomes["ok"] > count // 10, outcomes
+
+
+# One real file of each other model kind, whose sections the runtime reads its own way.
+OTHER_KINDS = {"spm-bpe": "models/sentencepiece/mistral-v3.model",
+               "spm-unigram": "models/sentencepiece/botchan_en_unigram_1000.model",
+               "char-bpe": "models/llama2/tokenizer.json", "wordpiece": "models/minilm/tokenizer.json",
+               "unigram": "models/botchan-unigram/tokenizer.json", "wordlevel": "models/botchan-wordlevel/tokenizer.json"}
+
+
+@pytest.mark.parametrize("kind", sorted(OTHER_KINDS))
+def test_random_mutations_of_other_kinds(tmp_path, kind):
+    """The same mutations over the other model kinds. An empty user-defined SentencePiece symbol
+    (a damaged token_offsets table, checksum fixed) once made mistral-v3's first encode loop
+    forever (cases 224 and 1223 here: token_bytes' table entry shortened)."""
+    path = tmp_path / f"{kind}.mtok"
+    tokmap.export(_require(OTHER_KINDS[kind]), path)
+    failures, outcomes = run_mutations(path, tmp_path, N_OTHER_MUTATIONS, f"mtok-{kind}")
+    print(f"{kind}: {N_OTHER_MUTATIONS} mutations: {outcomes}")
+    assert not failures, f"{len(failures)} mutated files misbehaved:\n" + "\n".join(failures[:30])
+    assert outcomes.get("FormatError", 0) > N_OTHER_MUTATIONS // 5 and outcomes["ok"] > N_OTHER_MUTATIONS // 10, outcomes

@@ -886,3 +886,28 @@ def test_bpe_runs_in_numpy_batches(name, pair, corpus, monkeypatch):
     if name == "mistral-v3":
         assert tok.model._pairs.block is not None and not tok.model._pairs.ties
         assert None not in got  # (the indented lines' runs too)
+
+
+def test_an_empty_piece_is_refused(tmp_path):
+    """A .mtok whose piece tables hold an empty piece (the exporter refuses one, as SentencePiece
+    does) fails the first encode with a FormatError naming token_offsets and the entry that ends
+    the empty piece. An empty user-defined symbol had made the symbol split loop forever."""
+    from test_hostile_files import Container, check_error, watchdog, with_section, write
+
+    from tokmap import mtok
+    from tokmap.runtime.reader import MtokFile
+
+    src = tmp_path / "m.model"
+    src.write_bytes(_minimal()[:-len(_field(2, 2, _field(3, 0, _varint(2))))] + _piece("u", -5, 4)
+                    + _field(2, 2, _field(3, 0, _varint(2))))
+    good = tmp_path / "m.mtok"
+    tokmap.export(src, good)
+    assert tokmap.load(good).encode("uab", add_special_tokens=False)  # (the user symbol "u" is id 5)
+    off = list(struct.unpack("<7I", Container(good.read_bytes()).sections()[mtok.SECTION_TOKEN_OFFSETS][1]))
+    off[5] = off[6]  # piece 5 ("u") empty, piece 4 ("ab") now "abu"
+    bad = write(tmp_path, with_section(good, mtok.SECTION_TOKEN_OFFSETS, struct.pack("<7I", *off)))
+    tok = tokmap.load(bad)
+    with watchdog(10), pytest.raises(tokmap.FormatError) as ei:
+        tok.encode("uab", add_special_tokens=False)
+    check_error(ei.value, bad, "token_offsets", MtokFile(bad).sections[mtok.SECTION_TOKEN_OFFSETS][1] + 4 * 6,
+                "piece 5 is empty")

@@ -37,6 +37,7 @@ from itertools import chain, compress, repeat
 from operator import is_, itemgetter
 
 from ... import mtok
+from ...errors import FormatError
 from . import WORD_CACHE_LEN, WORD_CACHE_MAX, LongPieces, concat
 from .vocab import VocabFile
 
@@ -95,6 +96,7 @@ def f32(x: float) -> float:
 class SentencePiece(VocabFile):
     def __init__(self, f, meta: dict):
         super().__init__(f)
+        self._f = f
         m = meta["model"]
         self.kind = m["kind"]
         self.unk_id = m["unk_id"]
@@ -137,6 +139,10 @@ class SentencePiece(VocabFile):
         n, types_b = self.n, bytes(self.types)
         tb, off = self.tb.tobytes(), self.off.tolist()
         strs = [tb[a:b].decode("utf-8") for a, b in zip(off, off[1:])]
+        if "" in strs:  # (SentencePiece and the exporter refuse one; a user-defined "" never advances)
+            f, i = self._f, strs.index("")
+            raise FormatError(f.path, f"inconsistent file: piece {i} is empty", section="token_offsets",
+                              offset=f.sections[mtok.SECTION_TOKEN_OFFSETS][1] + 4 * (i + 1))
         other = [m.start() for m in _NOT_KEPT.finditer(types_b)]  # CONTROL, UNKNOWN, BYTE
         # The first id of a repeated piece wins (setdefault order): fill from the highest id down.
         pieces = dict(zip(reversed(strs), range(n - 1, -1, -1)))
