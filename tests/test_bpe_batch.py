@@ -229,6 +229,37 @@ def test_dead_runs_are_compacted_before_they_grow_long(monkeypatch):
     assert max(steps) <= 2 * bpe_batch.SKIP_MOST + 1
 
 
+@pytest.mark.parametrize("by_result", [False, True])
+def test_a_few_long_words_keep_the_bulk_rounds(by_result):
+    """Few words left but many symbols (a run merged as one chunk because its chunks did not
+    glue): the rounds go on while they merge in bulk, and the scalar finish gets only what they
+    leave (at most FINISH_SYMBOLS symbols), where it used to get the whole run at once. A long
+    word whose rounds merge little still goes to the finish after a round. Every result equals
+    the sequential BPE."""
+    rng = random.Random(31)
+    # The run of 0: 0 0 -> 40, 40 40 -> 41, ... (monotone, so a round halves it); other words over
+    # 9..19: one merge a round. by_result: each rank is its result (narrow codes), else apart.
+    chain = [0] + [40 + k for k in range(9)]
+    table = {(a, a): (b if by_result else k, b) for k, (a, b) in enumerate(zip(chain, chain[1:]))}
+    table.update({(9 + k, 10 + k): (60 + k if by_result else 20 + k, 60 + k) for k in range(10)})
+    zero, base = 0, list(range(9, 20))
+    merger = merger_for(table)
+    assert merger.wide != by_result and not merger.nonmono.any()
+    finished = []
+
+    def finish(w, ranks=None):
+        finished.append(len(w))
+        return reference_bpe(w, table)
+
+    runs = [[zero] * 6000, [zero] * 700]
+    assert run_batch(merger, runs, finish) == [reference_bpe(w, table) for w in runs]
+    assert max(finished, default=0) <= bpe_batch.FINISH_SYMBOLS, finished
+    finished.clear()
+    slow = [[rng.choice(base) for _ in range(3000)]]
+    assert run_batch(merger, slow, finish) == [reference_bpe(w, table) for w in slow]
+    assert finished and finished[0] > bpe_batch.FINISH_SYMBOLS, finished
+
+
 @pytest.mark.parametrize("seed", range(4))
 def test_sparse_ranks_merge_alike_and_report_the_file_ranks(seed):
     """Ranks far apart (up to ~2^31) are renumbered densely for the codes: the merge equals the

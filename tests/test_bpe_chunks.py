@@ -17,7 +17,7 @@ from test_atomic_chars import CHARS, export_toy
 from test_conformance import Ref
 
 import tokmap
-from tokmap.runtime.models import bpe, bpe_chunks
+from tokmap.runtime.models import bpe, bpe_batch, bpe_chunks
 
 
 @pytest.fixture
@@ -220,6 +220,32 @@ def test_runs_keep_the_bulk_rounds(exported, spy):
     tok.encode(" " * 20000)
     assert spy["glued"] == spy["gave_up"] == 0  # worth_chunking said no: no chunk was merged
     assert bpe_chunks.worth_chunking(np.frombuffer(b"ab" * 100, dtype=np.uint8))
+
+
+@pytest.mark.parametrize("name", ["llama3", "o200k_base"])
+def test_runs_of_a_multibyte_char_keep_the_bulk_rounds(name, testdata, exported, spy, monkeypatch):
+    """A run of one 2-, 3- or 4-byte char (one piece: the ideographic space U+3000 is whitespace,
+    "é" a letter, an emoji neither) is a run to worth_chunking, as "aaaa" is: its rounds halve it,
+    where its chunks fell out of phase and were merged again as one chunk, which the scalar heap
+    then took whole (10^5 U+3000 under Llama 3: 227 ms). Its ids are the reference's, no chunk
+    was merged, and the heap saw no long word. Consecutive code points are no run."""
+    ref = Ref(name, model_source(testdata, name))
+    encode_ref = ref.cases()[0][1]
+    heap_sizes = []
+    real_heap = bpe.BPE._merge_heap
+    monkeypatch.setattr(bpe.BPE, "_merge_heap", lambda self, ids, ranks=None: heap_sizes.append(len(ids))
+                        or real_heap(self, ids, ranks))
+    for ch in ("\u3000", "\u00e9", "\U0001F600"):
+        text = ch * 12000
+        assert tokmap.load(exported(name)).encode(text, add_special_tokens=False) == encode_ref(text), (name, ch)
+    assert spy["glued"] == spy["gave_up"] == 0, spy
+    assert max(heap_sizes, default=0) <= bpe_batch.FINISH_SYMBOLS, heap_sizes
+    run = np.frombuffer("\u3000".encode() * 100, dtype=np.uint8)
+    assert not bpe_chunks.worth_chunking(run, bpe_chunks.utf8_width(int(run[0])))
+    assert bpe_chunks.worth_chunking(run)  # (byte by byte it looked like text: e3 80 80 e3 ...)
+    consecutive = np.frombuffer("".join(map(chr, range(0x4E00, 0x4F00))).encode(), dtype=np.uint8)
+    assert bpe_chunks.worth_chunking(consecutive, 3)
+    assert [bpe_chunks.utf8_width(c.encode()[0]) for c in "a\u00e9\u3000\U0001F600"] == [1, 2, 3, 4]
 
 
 @pytest.mark.parametrize("name", ["gemma3", "llama2"])

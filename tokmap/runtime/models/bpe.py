@@ -400,13 +400,11 @@ class BPE(VocabFile):
         merged for less by the rounds and the heap; the long ones together would make arrays
         past the caches: Llama 3 over utf8seq.txt, 866 KB in one batch, premerge_chars 7.6 ->
         16 ms). Only pieces longer than any token (so that none is a token itself) and not runs
-        ("aaaa") are chunked; a piece whose chunks cannot be glued, or with a byte that has no
-        token, is left None."""
-        from .bpe_chunks import worth_chunking
-
+        ("aaaa", or of one multi-byte char) are chunked; a piece whose chunks cannot be glued, or
+        with a byte that has no token, is left None."""
         longest = self._longest_token()
-        take = [k for k in long if int(lengths[k]) > longest
-                and worth_chunking(raw[ends[k] - int(lengths[k]):ends[k]])]
+        take = [k for k in long
+                if int(lengths[k]) > longest and _worth_chunking(raw[ends[k] - int(lengths[k]):ends[k]])]
         short = [k for k in take if lengths[k] < CHUNK_PIECE]
         groups = [[k] for k in take if lengths[k] >= CHUNK_PIECE]
         if short and int(lengths[short].sum()) >= CHUNK_PIECE:
@@ -706,6 +704,13 @@ class BPE(VocabFile):
                 if r != INF:
                     heappush(heap, (r << 32) | p)
         return [ids[k] for k in range(n) if alive[k]]
+
+
+def _worth_chunking(piece) -> bool:
+    """bpe_chunks.worth_chunking of a piece's bytes, compared char by char (its first char's width)."""
+    from .bpe_chunks import utf8_width, worth_chunking
+
+    return worth_chunking(piece, utf8_width(int(piece[0])))
 
 
 class _Everything:

@@ -40,7 +40,9 @@ WIDE_NOPAIR, WIDE_BOUND = (1 << 62) - 2, (1 << 62) - 1
 IDLE_SHARE = 3  # slots are compacted once 1/IDLE_SHARE of them are dead or in finished words
 EAGER_SHARE = 8  # a round merging 1/EAGER_SHARE of the symbols or more cuts its partners out at once
 SKIP_MOST = 16  # dead slots in a row a neighbour lookup may step over before the next round compacts
-FINISH_WORDS = 8  # live words at or below which the caller's scalar merge finishes them
+FINISH_WORDS = 8  # live words at or below which the caller's scalar merge finishes them ...
+FINISH_SYMBOLS = 512  # ... when they hold at most this many symbols; more, and the rounds go on while
+FINISH_YIELD = 32  # ... each merges at least 1/FINISH_YIELD of them (runs), the scalar merge taking the rest
 ONE_LEN = 6  # slots a live word at or above which the rounds go one merge a word (_rounds_one) ...
 ONE_SHARE = 4  # ... once a round merged at most 1 + 1/ONE_SHARE pairs a word (narrow codes only)
 ONE_IDLE = 2  # _rounds_one compacts once 1/ONE_IDLE of the slots are dead or in finished words
@@ -500,9 +502,14 @@ class BatchMerger:
             if n_finished and not compacted:
                 wmin[finished] = -1  # matches no pair: finished words ride along untouched
             if finish is not None and not min_yield and len(wmin) <= FINISH_WORDS:
-                st.compact(None)
-                self._finish(st.sym, st.code, st.word, st.starts, st.lens, finish, done)
-                return
+                if len(st.sym) - st.n_dead <= FINISH_SYMBOLS:
+                    st.compact(None)
+                    self._finish(st.sym, st.code, st.word, st.starts, st.lens, finish, done)
+                    return
+                # A few long words (a run of one char merged as one chunk when its chunks did not
+                # glue: 10^5 U+3000 under Llama 3 took 227 ms in the heap, 180K Python steps):
+                # rounds halve a run, so they go on while they merge in bulk (bpe.SLOW_ROUND).
+                min_yield = FINISH_YIELD
             code = st.code
             cand = np.flatnonzero(code == np.repeat(wmin, st.lens))
             if st.n_dead:

@@ -94,10 +94,20 @@ def char_starts(raw: np.ndarray) -> np.ndarray:
     return np.flatnonzero((raw & 0xC0) != 0x80)
 
 
-def worth_chunking(sym: np.ndarray) -> bool:
+def worth_chunking(sym: np.ndarray, width: int = 1) -> bool:
     """Not for runs ("aaaa", spaces; sym: the piece's bytes or symbols): their batch rounds merge
-    half the symbols at once, while chunks of a run can stay out of phase and fail to glue."""
-    return np.count_nonzero(sym[1:] != sym[:-1]) * 2 > len(sym)
+    half the symbols at once, while chunks of a run can stay out of phase and fail to glue.
+    width: the symbols of the piece's first char (its UTF-8 length, for bytes): worth it when more
+    than half of the chars differ from the one before, so that a run of a multi-byte char (U+3000,
+    the ideographic space: e3 80 80 ...) counts as a run too. Chunked, 10^5 of them under Llama 3
+    failed to glue and were merged again as one chunk: 38 ms, against 20 for the rounds over the
+    run. (Consecutive code points, utf8seq.txt, differ in one byte of each char: worth it.)"""
+    return np.count_nonzero(sym[width:] != sym[:-width]) * 2 * width > len(sym)
+
+
+def utf8_width(first_byte: int) -> int:
+    """The UTF-8 length of the char a lead byte starts (1 for a byte that starts none)."""
+    return 4 if first_byte >= 0xF0 else 3 if first_byte >= 0xE0 else 2 if first_byte >= 0xC0 else 1
 
 
 def merge_piece(n: int, lead: np.ndarray | None, merge_chunks, tok_len: np.ndarray, **bounds) -> np.ndarray | None:
