@@ -315,3 +315,34 @@ def test_runs_as_chunks_merged_once(name, exported, testdata, monkeypatch):
         assert tok.decode(ids) == ref.decode(ids)
         if text in ("a" * 5000, " " * 5000, "x" + "a" * 5000):
             assert glued and all(g is not None for g in glued), (name, text[:3])
+
+
+@pytest.mark.parametrize("name", ["gemma3", "llama2"])
+def test_token_lengths_in_chars(name, exported):
+    """_char_lengths (each token's length in chars, summed per token by reduceat) equals the
+    length of each token's decoded text; on a made-up table, empty tokens count 0 wherever they
+    are, and a token that starts inside a char makes it None (chunking is then left alone)."""
+    from types import SimpleNamespace
+
+    import numpy as np
+
+    import tokmap
+    from tokmap.runtime.models.charbpe import CharBPE
+
+    tok = tokmap.load(exported(name))
+    tok.encode("warm up")
+    model = tok._pipeline.model
+    tb, off = bytes(model.tb), np.frombuffer(model.off, np.uint32).tolist()
+    want = [len(tb[a:b].decode("utf-8", "surrogatepass")) for a, b in zip(off, off[1:])]
+    assert model._char_lengths().tolist() == want
+
+    def lengths(tokens: list[bytes]):
+        bounds = np.cumsum([0] + [len(t) for t in tokens]).astype(np.uint32)
+        fake = SimpleNamespace(tb=b"".join(tokens), off=bounds.tobytes(), _char_len=None)
+        got = CharBPE._char_lengths(fake)
+        return None if got is None else got.tolist()
+
+    assert lengths([b"", "ab\u00e9".encode(), b"", "\u3000".encode(), b"x", b""]) == [0, 3, 0, 1, 1, 0]
+    assert lengths([b"", b""]) == [0, 0]
+    assert lengths(["x\u00e9".encode(), b"", b""]) == [2, 0, 0]
+    assert lengths([b"a", "\u00e9".encode()[:1], "\u00e9".encode()[1:]]) is None
