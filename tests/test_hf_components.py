@@ -189,7 +189,7 @@ def _leftmost_longest(contents, text):
 
 @pytest.mark.parametrize("case", ["gemma3", "runs_and_others", "gapped_run", "run_char_starts_more",
                                   "other_holds_run", "many_others"])
-def test_matcher_is_leftmost_longest(case, testdata):
+def test_matcher_is_leftmost_longest(case, testdata, monkeypatch):
     """Matcher.split against the definition, on token sets that take each of its search regexes:
     runs matched whole by the regex (Gemma 3's 6,415 tokens: runs of newlines, tabs and spaces,
     plus markup), a run with a missing length or sharing its char with another token (checked as
@@ -223,14 +223,31 @@ def test_matcher_is_leftmost_longest(case, testdata):
     for text in texts:
         got = [(t.content if t else None, s, e) for t, s, e in m.split(text)]
         assert got == _leftmost_longest(contents, text), repr(text)
+    # Long texts (runs split at once, other tokens found first): as the definition, or for Gemma
+    # 3's 6.4K tokens (the definition tries each at every char) as the short texts' scan.
+    from tokmap.runtime import added
+
+    for k in range(4):
+        text = "".join(rng.sample(texts, 400))
+        assert len(text) >= added.RUNS_SPLIT_TEXT
+        got = [(t.content if t else None, s, e) for t, s, e in m.split(text)]
+        if case == "gemma3":
+            with monkeypatch.context() as mp:
+                mp.setattr(added, "RUNS_SPLIT_TEXT", 1 << 60)
+                assert got == [(t.content if t else None, s, e) for t, s, e in m.split(text)]
+        else:
+            assert got == _leftmost_longest(contents, text), k
 
 
-@pytest.mark.parametrize("flag", [None, 4, 5, 6])
-def test_matcher_long_texts_of_runs(flag, monkeypatch):
+@pytest.mark.parametrize("flag,flagged", [(None, None), (4, "\n\n"), (5, "\n\n"), (6, "\n\n"),
+                                          (4, "<s>"), (5, "</s>"), (6, "<s>")])
+def test_matcher_long_texts_of_runs(flag, flagged, monkeypatch):
     """Long texts whose only candidates are run tokens go by str.split at the run char (one such
     char in the text) or re.split over the runs (several); a text also holding another token's
-    first char, or run tokens with a flag to check (lstrip, rstrip, single_word), by the scan.
-    Each equals the scan's split, which the test above checks against the definition."""
+    first char, or run tokens with a flag to check (lstrip, rstrip, single_word), by the scan,
+    whose regex passes over an other token's first char where no token's second char follows.
+    Each equals the short texts' scan, which the test above checks against the definition;
+    with other tokens flagged too."""
     import random
 
     from tokmap.runtime import added
@@ -242,7 +259,7 @@ def test_matcher_long_texts_of_runs(flag, monkeypatch):
     toks = {}
     for i, c in enumerate(contents):
         f = list(flags)
-        if flag is not None and c == "\n\n":
+        if flag is not None and c == flagged:
             f[flag - 2] = True
         toks[c] = AddedToken(i, c, *f)
     m = Matcher(toks, lambda c: c.isalnum())
@@ -256,7 +273,8 @@ def test_matcher_long_texts_of_runs(flag, monkeypatch):
 
     monkeypatch.setattr(Matcher, "_split_at", split_at)
     for alphabet in (["\n", "a", "\u4e00", " "], ["\n", "\u2581", "\t", "a", " "], ["\u2581", "b"],
-                     ["\n", "a", "<s>", "<"], ["\t", "x"]):
+                     ["\n", "a", "<s>", "<"], ["\t", "x"], ["\n", "<", "<<", "</s>", "<s>", "\t", "s>"],
+                     ["\u2581", "</s>\n\n", "<", "a"]):
         for _ in range(20):
             text = "".join(rng.choice(alphabet) * rng.choice([1, 1, 2, 3, 9, 20]) for _ in range(3000))
             assert len(text) >= added.RUNS_SPLIT_TEXT
@@ -264,7 +282,7 @@ def test_matcher_long_texts_of_runs(flag, monkeypatch):
             with monkeypatch.context() as mp:
                 mp.setattr(added, "RUNS_SPLIT_TEXT", 1 << 60)
                 assert got == m.split(text)
-    if flag is None:
+    if flag is None or flagged != "\n\n":
         assert set(taken) == {"\n", "\t"}  # (the runs of "\u2581" start at two: not by str.split)
     else:
         assert taken == []
