@@ -242,7 +242,7 @@ def test_a_few_long_words_keep_the_bulk_rounds(by_result):
     chain = [0] + [40 + k for k in range(9)]
     table = {(a, a): (b if by_result else k, b) for k, (a, b) in enumerate(zip(chain, chain[1:]))}
     table.update({(9 + k, 10 + k): (60 + k if by_result else 20 + k, 60 + k) for k in range(10)})
-    zero, base = 0, list(range(9, 20))
+    base = list(range(9, 20))
     merger = merger_for(table)
     assert merger.wide != by_result and not merger.nonmono.any()
     finished = []
@@ -251,7 +251,7 @@ def test_a_few_long_words_keep_the_bulk_rounds(by_result):
         finished.append(len(w))
         return reference_bpe(w, table)
 
-    runs = [[zero] * 6000, [zero] * 700]
+    runs = [[0] * 6000, [0] * 700]
     assert run_batch(merger, runs, finish) == [reference_bpe(w, table) for w in runs]
     assert max(finished, default=0) <= bpe_batch.FINISH_SYMBOLS, finished
     finished.clear()

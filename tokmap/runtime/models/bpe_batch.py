@@ -42,7 +42,7 @@ EAGER_SHARE = 8  # a round merging 1/EAGER_SHARE of the symbols or more cuts its
 SKIP_MOST = 16  # dead slots in a row a neighbour lookup may step over before the next round compacts
 FINISH_WORDS = 8  # live words at or below which the caller's scalar merge finishes them ...
 FINISH_SYMBOLS = 512  # ... when they hold at most this many symbols; more, and the rounds go on while
-FINISH_YIELD = 32  # ... each merges at least 1/FINISH_YIELD of them (runs), the scalar merge taking the rest
+# each merges in bulk (bpe.SLOW_ROUND, as a long piece's rounds do), the scalar merge taking the rest
 ONE_LEN = 6  # slots a live word at or above which the rounds go one merge a word (_rounds_one) ...
 ONE_SHARE = 4  # ... once a round merged at most 1 + 1/ONE_SHARE pairs a word (narrow codes only)
 ONE_IDLE = 2  # _rounds_one compacts once 1/ONE_IDLE of the slots are dead or in finished words
@@ -508,8 +508,10 @@ class BatchMerger:
                     return
                 # A few long words (a run of one char merged as one chunk when its chunks did not
                 # glue: 10^5 U+3000 under Llama 3 took 227 ms in the heap, 180K Python steps):
-                # rounds halve a run, so they go on while they merge in bulk (bpe.SLOW_ROUND).
-                min_yield = FINISH_YIELD
+                # rounds halve a run, so they go on while they merge in bulk.
+                from .bpe import SLOW_ROUND
+
+                min_yield = SLOW_ROUND
             code = st.code
             cand = np.flatnonzero(code == np.repeat(wmin, st.lens))
             if st.n_dead:
