@@ -389,14 +389,17 @@ class BatchMerger:
         return self._byte_pairs[pair16]
 
     def merge_chars(self, b0: np.ndarray, b1: np.ndarray, b2: np.ndarray, width: np.ndarray,
-                    byte_ids: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+                    byte_ids: np.ndarray, history: bool = False) -> tuple | None:
         """merge() of words of 1-3 single-byte symbols (b0, b1, b2: their bytes, int64, the unused
         ones any byte; width: how many; byte_ids: each byte's token, NO_ID for none), in
         closed form: a word has at most two pairs, so BPE merges the lower-coded one (the left on
         a tie), then at most the pair that merge made. A few gathers and one search in all, where
         merge() runs a round of ~20 numpy calls per merge (a CJK char alone: two rounds, 20K
         distinct chars in 10^5 random ideographs). Returns (ids back to back, int64; counts), or None
-        when a used byte has no token (the caller's scalar path knows what to do with it)."""
+        when a used byte has no token (the caller's scalar path knows what to do with it). With
+        history, also (left, right): int64 (n, 3), the symbols each char's first and last symbol
+        ever are while it merges alone (its initial one, the one its first merge made, its final
+        token), -1 where there is none (bpe_cuts.standalone tests them)."""
         n = len(width)
         nop = self.nopair
         s = np.stack((byte_ids[b0], byte_ids[b1], byte_ids[b2]), axis=1)
@@ -412,9 +415,19 @@ class BatchMerger:
         right = ~left & (c12 < nop)
         counts = width.astype(np.int64)
         lk, rk = np.flatnonzero(left), np.flatnonzero(right)
+        if history:
+            first_sym = np.full((n, 3), -1, dtype=np.int64)
+            last_sym = np.full((n, 3), -1, dtype=np.int64)
+            first_sym[:, 0] = s[:, 0]
+            last_sym[:, 0] = s[np.arange(n), np.maximum(width, 1) - 1]
         s[lk, 0] = self.result(c01[lk])
         s[lk, 1] = s[lk, 2]
         s[rk, 1] = self.result(c12[rk])
+        if history:  # what the first merge made: a first symbol (left), or a last one (right; both for two bytes)
+            first_sym[lk, 1] = s[lk, 0]
+            two = lk[width[lk] == 2]
+            last_sym[two, 1] = s[two, 0]
+            last_sym[rk, 1] = s[rk, 1]
         counts[lk] -= 1
         counts[rk] -= 1
         # Words of three left with two symbols: their one pair, which the first merge made.
@@ -424,7 +437,10 @@ class BatchMerger:
         s[done, 0] = self.result(c[c < nop])
         counts[done] = 1
         flat = s.ravel()[np.flatnonzero((np.arange(3) < counts[:, None]).ravel())]
-        return flat, counts
+        if not history:
+            return flat, counts
+        first_sym[done, 2] = last_sym[done, 2] = s[done, 0]
+        return flat, counts, first_sym, last_sym
 
     def merge(self, sym: np.ndarray, lengths: np.ndarray, finish=None, min_yield: int = 0,
               raw: np.ndarray | None = None, single: np.ndarray | None = None,
