@@ -207,7 +207,8 @@ def learn_chars(model, raw: np.ndarray, cps: np.ndarray, pos: np.ndarray, width:
             got = model._merge_chars(raw, pos[at], width[at], history=True)
             if got is None:
                 return False
-            chars.left[chars.rows(old)], chars.right[chars.rows(old)] = got[2], got[3]
+            at = chars.rows(old)
+            chars.left[at], chars.right[at] = got[2], got[3]
     return True
 
 

@@ -123,17 +123,18 @@ def standalone_cuts(model, raw, cps, char_at, starts, ends) -> np.ndarray | None
     from .bpe_cuts import standalone
 
     c0, c1 = char_at[starts], char_at[ends - 1] + 1
-    k = bpe.STANDALONE_PROBE
-    if len(starts) > 2 * k:
-        got = standalone(model, raw, cps, starts[:k], c0[:k], c1[:k])
-        if got is None:
-            return None
-        if np.count_nonzero(got[0]) < k * bpe.STANDALONE_SHARE:
-            return starts[:0]
-    got = standalone(model, raw, cps, starts, c0, c1)
-    if got is None:
+    k = bpe.STANDALONE_PROBE if len(starts) > 2 * bpe.STANDALONE_PROBE else len(starts)
+    probe = standalone(model, raw, cps, starts[:k], c0[:k], c1[:k])
+    if probe is None:
         return None
-    ok, pos, n = got
+    if k < len(starts):  # (the probe's parts are not tested twice: the rest are, and joined to it)
+        if np.count_nonzero(probe[0]) < k * bpe.STANDALONE_SHARE:
+            return starts[:0]
+        rest = standalone(model, raw, cps, starts[k:], c0[k:], c1[k:])
+        if rest is None:
+            return None
+        probe = tuple(np.concatenate(pair) for pair in zip(probe, rest))
+    ok, pos, n = probe
     keep = np.repeat(ok, n)
     keep[np.cumsum(n) - n] = False  # (each part's first char starts at a cut already)
     return pos[keep]
