@@ -268,6 +268,46 @@ def test_gemma3_long_lines_remembered_within_budget(exported, corpus, testdata, 
                                                                           for p in lines[:3]}
 
 
+@pytest.mark.parametrize("name", MODELS)
+def test_caches_filled_late_hold_what_the_first_call_made(name, exported, corpus, testdata):
+    """A first call over many fresh lines leaves its long pieces' ids and its parts' ids waiting
+    (CharBPE._unkept, _unkept_subs); reading a cache fills it. Then each remembered line holds
+    tokenizers' ids for it and each part the ids its chars merge to alone; the lists the first
+    call handed out are the caller's own (changing one changes nothing after), and calls after
+    it, same text or another, equal tokenizers'."""
+    from tokenizers import Tokenizer
+
+    ref = Tokenizer.from_file(str(testdata / "models" / name / "tokenizer.json"))
+    lines = [ln for c in ("wagahai", "en") for ln in corpus(c).split("\n") if 60 < len(ln) < 900][::8]
+    text = "\n".join(lines)
+    tok = tokmap.load(exported(name))
+    model = tok.model
+    got = tok.encode(text)
+    assert got == ref.encode(text).ids
+    if name == "gemma3":  # (Llama 2's text is one piece: encode_piece, which remembers it at once)
+        assert model._unkept is not None and model._unkept_subs is not None
+        pieces = [p for p in model.piece_cache if len(p) > 48]  # (read: filled now)
+        assert model._unkept is None and len(pieces) >= 100
+        for p in pieces:
+            want = ref.encode(p.replace("\u2581", " "), add_special_tokens=False).ids
+            assert list(model.piece_cache[p]) == want and type(model.piece_cache[p]) is tuple
+    subs = model.sub_cache
+    assert model._unkept_subs is None and len(subs) > 1000
+    for part, ids in list(subs.items())[::25]:
+        assert type(ids) is tuple and list(ids) == model._merge(model._initial(part)[0])
+    got.clear()
+    fresh = ["\u2581".join(lines[k::5]).replace(" ", "\u2581") for k in (1, 2, 3)]
+    parts = model.encode_word_parts(fresh)
+    want = [list(p) for p in parts]
+    assert all(type(p) is list for p in parts)  # (three long new pieces: one encode_long pass)
+    for p in parts:
+        if type(p) is list:
+            p.clear()  # (the caller's own list: what is remembered is not it)
+    assert [list(p) for p in model.encode_word_parts(fresh)] == want
+    for t in (text, "\n".join(lines[::3]), text):
+        assert tok.encode(t) == ref.encode(t).ids
+
+
 def charbpe_long() -> int:
     from tokmap.runtime.models.charbpe import LONG_TEXT
 
