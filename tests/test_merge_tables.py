@@ -16,7 +16,7 @@ import pytest
 
 import tokmap
 from tokmap import mtok
-from tokmap.exporter.merges import live_merges, ranks_follow_results
+from tokmap.exporter.merges import live_merges, ranks_follow_results, ranks_permute
 from tokmap.runtime.reader import MtokFile
 
 from conftest import testdata_file as _require
@@ -128,3 +128,65 @@ def test_real_exports_drop_ranks_and_dead_merges(tmp_path, src, kept):
     assert tok.meta["model"]["ranks_from_results"] is True
     model = tok.model
     assert model.ranks is model.results
+
+
+@pytest.mark.parametrize("merges,ok", [
+    ({1: (0, 300), 2: (1, 301), 3: (2, 300)}, True),
+    ({1: (1, 300), 2: (2, 301)}, False),  # no rank 0
+    ({1: (0, 300), 2: (0, 301)}, False),  # a shared rank
+    ({1: (0, 300), 2: (2, 301)}, False),  # a gap
+    ({}, True),
+])
+def test_ranks_permute(merges, ok):
+    assert ranks_permute(merges) is ok
+
+
+@pytest.mark.parametrize("name", ["gemma3", "llama2"])
+def test_permuted_ranks_take_the_short_build(name, exported, corpus, tmp_path):
+    """SentencePiece-style tables have ranks 0 .. m - 1: the export says so (model.ranks_permutation),
+    and the batch merge then builds its codes from the two halves without checking the ranks.
+    Those codes equal the checked build's; a file without the flag encodes alike; a file whose
+    rank section was damaged after export is refused naming it, where the unchecked build would
+    have ordered merges by a wrong rank."""
+    import numpy as np
+    from test_hostile_files import check_error, with_meta, write
+
+    from tokmap.runtime.models.bpe_batch import BatchMerger
+
+    path = exported(name)
+    tok = tokmap.load(path)
+    model = tok.model
+    assert tok.meta["model"]["ranks_permutation"] is True
+    nonmono = model._f.view(mtok.SECTION_MERGE_NONMONO, mtok.U8)
+    short, checked = (BatchMerger(model.keys, model.ranks, model.results, nonmono, p) for p in (True, False))
+    short.build_codes()
+    checked.build_codes()
+    assert short._code.dtype == checked._code.dtype == np.int64
+    assert np.array_equal(short._code, checked._code)
+    text = corpus("wagahai")[:30000] + corpus("code")[:30000]
+    want = tok.encode(text)
+    assert model._batch.permutation
+    bare = write(tmp_path, with_meta(path, lambda m: m["model"].pop("ranks_permutation") and None), "bare.mtok")
+    plain = tokmap.load(bare)
+    assert plain.encode(text) == want and not plain.model._batch.permutation
+    data = bytearray(path.read_bytes())
+    _dt, off, length, _crc = MtokFile(path).sections[mtok.SECTION_MERGE_RANKS]
+    data[off + length // 2] ^= 0x40
+    damaged = write(tmp_path, bytes(data), "damaged.mtok")
+    with pytest.raises(tokmap.FormatError) as e:
+        tokmap.load(damaged).encode(text)
+    check_error(e.value, damaged, "merge_ranks", off, "checksum")
+
+
+def test_ranks_permutation_is_refused_beside_ranks_from_results(tmp_path):
+    from test_hostile_files import with_meta, write
+
+    src = tmp_path / "t.mtok"
+    tokmap.export(_require("models/llama3/tokenizer.json"), src)
+    for value in (True, "yes"):
+        def edit(m, value=value):
+            m["model"]["ranks_permutation"] = value
+        bad = write(tmp_path, with_meta(src, edit))
+        with pytest.raises(tokmap.FormatError, match="ranks_permutation"):
+            tokmap.load(bad)
+

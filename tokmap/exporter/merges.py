@@ -64,6 +64,13 @@ def _last_merge(merges: dict[int, tuple[int, int]], ids: list[int]) -> int | Non
             pending[k] = merges.get((ids[k] << 32) | ids[k + 1])
 
 
+def ranks_permute(merges: dict[int, tuple[int, int]]) -> bool:
+    """True when the m merges' ranks are 0 .. m - 1, each once (SentencePiece-style BPE: Gemma 3,
+    Llama 2): no two merges share a rank and none is skipped."""
+    ranks = {rank for rank, _res in merges.values()}
+    return len(ranks) == len(merges) and (not ranks or (min(ranks) == 0 and max(ranks) == len(ranks) - 1))
+
+
 def ranks_follow_results(merges: dict[int, tuple[int, int]]) -> bool:
     """True when rank = f(result) for a strictly increasing f, so results can stand in for ranks."""
     by_result = sorted((res, rank) for rank, res in merges.values())

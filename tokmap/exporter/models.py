@@ -10,7 +10,7 @@ from array import array
 
 from .. import mtok
 from ..errors import SourceError
-from .merges import live_merges, ranks_follow_results
+from .merges import live_merges, ranks_follow_results, ranks_permute
 
 
 def _u32(values) -> bytes:
@@ -49,6 +49,8 @@ def bpe_sections(d, token_bytes, regular, sections) -> dict:
     sections[mtok.SECTION_MERGE_RESULTS] = (mtok.U32, _u32([keys[k][1] for k in ordered]))
     meta = {"type": "bpe", "byte_level": m.byte_level, "ignore_merges": m.ignore_merges, "unk_id": m.unk_id,
             "ranks_from_results": ranks_from_results, "source_merges": n_source}
+    if not ranks_from_results:  # (the batch merge then builds its codes without checking the ranks)
+        meta["ranks_permutation"] = ranks_permute(keys)
     if ordered:  # the batch merge's bitmap, for byte- and char-level alike (Gemma 3: ~20 ms at first use)
         import numpy as np
 

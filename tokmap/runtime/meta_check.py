@@ -62,6 +62,9 @@ def check_meta(m: dict) -> None:
         need(isinstance(model.get("ignore_merges"), bool), "model.ignore_merges", "a boolean")
         # Absent in files written before the flag existed: they all carry a rank section.
         need(isinstance(model.get("ranks_from_results", False), bool), "model.ranks_from_results", "a boolean")
+        need(isinstance(model.get("ranks_permutation", False), bool)
+             and not (model.get("ranks_permutation") and model.get("ranks_from_results")),
+             "model.ranks_permutation", "a boolean, false when model.ranks_from_results is true")
         if model.get("byte_level", True) is False:  # character-level BPE (runtime/models/charbpe.py)
             for k in ("byte_fallback", "fuse_unk"):
                 need(isinstance(model.get(k, False), bool), f"model.{k}", "a boolean")

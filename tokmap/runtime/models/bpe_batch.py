@@ -29,6 +29,8 @@ ones, which is the sequential algorithm's next merge by definition.
 
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 
 from ... import mtok
@@ -223,8 +225,9 @@ class BatchMerger:
     token) share their result and so their code: the minimum and the leftmost tie come from one
     array. Narrow where it can be: every round moves these arrays, and the bytes count."""
 
-    def __init__(self, keys, ranks, results, nonmono=None):
+    def __init__(self, keys, ranks, results, nonmono=None, permutation: bool = False):
         self.wide = ranks is not results
+        self.permutation = permutation and self.wide  # the ranks are 0 .. m - 1, each once (taken unchecked)
         self.keys = np.frombuffer(keys, dtype="<u8")
         self.ranks = np.frombuffer(ranks, dtype="<u4")
         self.results = np.frombuffer(results, dtype="<u4")
@@ -241,7 +244,20 @@ class BatchMerger:
         """Every merge's code (and rank_of, when the file's ranks were renumbered). Raises
         ValueError(message) when two merges of one rank have different results: a damaged table,
         which no code could order (the sequential merge would take the leftmost of them)."""
-        if self.wide:
+        if self.permutation and sys.byteorder == "little" and self.m < 1 << 29:
+            # Dense and distinct: each code is the int64 whose high word is 2 * rank + bit and whose
+            # low word is the result, written as the two uint32 halves (Gemma 3: 3.3 -> ~1 ms with
+            # the checks this skips; the general path below makes the same codes).
+            halves = np.empty(2 * self.m, dtype=np.uint32)
+            halves[0::2] = self.results
+            high = halves[1::2]
+            np.left_shift(self.ranks, 1, out=high)
+            high |= self.nonmono
+            self._code = halves.view(np.int64)
+            return
+        if self.wide and self.permutation:
+            dense, n, shared = self.ranks.astype(np.int64), self.m, False
+        elif self.wide:
             top = int(self.ranks.max()) if self.m else 0
             if top >= 4 * self.m + 1024:  # sparse ranks: renumbered densely
                 self.rank_of, dense = np.unique(self.ranks, return_inverse=True)
