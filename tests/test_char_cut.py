@@ -126,20 +126,25 @@ def test_part_strings_equal_slices(held):
     assert textparts.part_strings(text, cps, starts[:0], ends[:0]) == []
 
 
-@pytest.mark.parametrize("collide", [False, True])
+@pytest.mark.parametrize("collide", [False, "slots", True])
 @pytest.mark.parametrize("longest", [3, 6, 9, 20])
 def test_distinct_parts_names_every_part(collide, longest, monkeypatch):
     """distinct_parts: each part's index names its own string, and no string twice, for parts up
-    to SHORT_PART chars (keyed and sorted), longer ones (dedupe) and a mix; with every hash made
-    equal (a collision in every group) it falls back and still holds. Chars include \x00 (key 1:
-    the + 1 tells it from "past the end") and astral ones (21 bits)."""
+    to SHORT_PART chars (keyed in a slot table), longer ones (dedupe) and a mix; with a table of
+    eight slots (nearly every part shares its slot with another: grouped by sorting their hashes;
+    a word's first three chars are a word too, equal to it in the first key word only),
+    and with every hash made equal (a collision in every group: it falls back) it still holds.
+    Chars include \x00 (key 1: the + 1 tells it from "past the end") and astral ones (21 bits)."""
     import random
 
-    if collide:
+    if collide == "slots":
+        monkeypatch.setattr(textparts, "SLOT_BITS", 3)
+    elif collide:
         monkeypatch.setattr(textparts, "HASH_MIXES", (0, 0))
     rng = random.Random(f"distinct-{longest}")
     alphabet = "ab\x00\u3042\U0001f600"
     words = ["".join(rng.choice(alphabet) for _ in range(rng.randint(1, longest))) for _ in range(300)]
+    words += [w[:3] for w in words if len(w) > 3]
     chosen = [rng.choice(words) for _ in range(3000)]
     text = "".join(chosen)
     cps = np.frombuffer(text.encode("utf-32-le"), np.uint32)
