@@ -426,7 +426,9 @@ class BPE(VocabFile):
         from .bpe_chunks import char_starts, merge_pieces
 
         sizes = [int(lengths[k]) for k in group]
-        sub = raw[np.concatenate([np.arange(ends[k] - n, ends[k]) for k, n in zip(group, sizes)])]
+        # (slices joined: an index array of every byte, 8 bytes each in fresh pages, and a gather
+        # through it had cost GPT-4o over utf8seq.txt's five long pieces ~6 ms)
+        sub = np.concatenate([raw[ends[k] - n:ends[k]] for k, n in zip(group, sizes)])
         at = (np.cumsum(sizes) - sizes).tolist()
         leads = [char_starts(sub[a:a + n]) for a, n in zip(at, sizes)]
         got = merge_pieces(sizes, leads, lambda starts, stops: self._merge_ranges_blocked(sub, starts, stops),
