@@ -313,6 +313,43 @@ def test_caches_filled_late_hold_what_the_first_call_made(name, exported, corpus
         assert tok.encode(t) == ref.encode(t).ids
 
 
+def test_caches_filled_late_under_threads(exported, corpus, testdata):
+    """Threads encoding with one Gemma 3 tokenizer, switching often: each takes the entries
+    left waiting (or misses them while another fills them), and every result is tokenizers'."""
+    import sys
+    import threading
+
+    from tokenizers import Tokenizer
+
+    ref = Tokenizer.from_file(str(testdata / "models" / "gemma3" / "tokenizer.json"))
+    lines = [ln for c in ("wagahai", "en", "code") for ln in corpus(c).split("\n") if 60 < len(ln) < 900]
+    texts = ["\n".join(lines[k::40][:90]) for k in range(12)]
+    want = [ref.encode(t).ids for t in texts]
+    tok = tokmap.load(exported("gemma3"))
+    bad: list = []
+
+    def work(offset: int) -> None:
+        try:
+            for j in range(len(texts)):
+                k = (j + offset) % len(texts)
+                if tok.encode(texts[k]) != want[k]:
+                    bad.append(k)
+        except Exception as e:  # noqa: BLE001 -- reported below
+            bad.append(e)
+
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(1e-5)
+    try:
+        threads = [threading.Thread(target=work, args=(k * 3,)) for k in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    finally:
+        sys.setswitchinterval(old)
+    assert not bad, bad[:3]
+
+
 def charbpe_long() -> int:
     from tokmap.runtime.models.charbpe import LONG_TEXT
 

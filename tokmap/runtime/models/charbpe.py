@@ -67,8 +67,10 @@ class CharBPE(BPE):
     # tokenizer: ~4.5K tuples and dict entries (2.3K lines, 17K distinct parts) off the first call.
     @property
     def piece_cache(self) -> dict:
-        if self._unkept is not None:
-            self._keep_unkept()
+        pending = self._unkept
+        if pending is not None:
+            self._unkept = None  # (taken first: another thread reading the cache meanwhile misses
+            self._keep_unkept(pending)  # these entries at worst and merges them again)
         return self._pieces
 
     @piece_cache.setter
@@ -77,27 +79,28 @@ class CharBPE(BPE):
 
     @property
     def sub_cache(self) -> dict:
-        if self._unkept_subs is not None:
-            self._keep_unkept_subs()
+        pending = self._unkept_subs
+        if pending is not None:
+            self._unkept_subs = None
+            self._keep_unkept_subs(pending)
         return self._subs
 
-    def _keep_unkept(self) -> None:
-        """Remember the long pieces of the last encode_word_parts (pieces, ids, where each starts)."""
-        pieces, ids, at = self._unkept
-        self._unkept = None
+    def _keep_unkept(self, pending) -> None:
+        """Remember the long pieces of an encode_word_parts call: pending is (pieces, their ids
+        back to back, where each piece starts)."""
+        pieces, ids, at = pending
         cache = self._pieces
         for w, a, b in zip(pieces, at, at[1:] + [len(ids)]):
             if w not in cache:
                 self._keep_piece(w, ids[a:b])
 
-    def _keep_unkept_subs(self) -> None:
-        """Remember the parts of the last _encode_subs batch (texts, ids back to back, count each)."""
+    def _keep_unkept_subs(self, pending) -> None:
+        """Remember the parts of an _encode_subs batch: pending is (texts, ids back to back, count each)."""
         import numpy as np
 
         from .textparts import tuples
 
-        texts, final, counts = self._unkept_subs
-        self._unkept_subs = None
+        texts, final, counts = pending
         self._subs.update(zip(texts, tuples(final, np.cumsum(counts) - counts, counts)))
 
     # -- initial symbols ---------------------------------------------------------------------
@@ -412,8 +415,10 @@ class CharBPE(BPE):
             if flat and type(which) is range and len(counts) == len(texts) and int(lengths.max()) <= 160:
                 # Every text from the batch, in order, and the caller takes the arrays: the tuples
                 # for the cache are made when it is next read (see sub_cache), not now.
-                if self._unkept_subs is not None:
-                    self._keep_unkept_subs()  # (one batch waits at a time)
+                pending = self._unkept_subs
+                if pending is not None:  # (one batch waits at a time: an earlier one's entries first)
+                    self._unkept_subs = None
+                    self._keep_unkept_subs(pending)
                 self._unkept_subs = (texts, final, counts)
                 return None, (final, counts)
             # (C-level; with the one cache update below, 16.7K parts 6.7 -> 5.3 ms)
