@@ -11,75 +11,125 @@ from __future__ import annotations
 
 import numpy as np
 
+PRESENT = 0x80  # bmp_index's flag byte: the code point has an entry (its flags are the low four bits)
 
-def bmp_index(table: np.ndarray) -> np.ndarray:
-    """The atomic_chars entries of BMP code points by code point (0 where none), for premerge_chars:
-    one gather instead of a binary search per multi-byte character (512 KiB, built once)."""
-    out = np.zeros(0x10000, dtype=np.uint64)
+
+def bmp_index(table: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The atomic_chars entries of BMP code points by code point, for premerge_chars: (flags,
+    uint8: the entry's flags | PRESENT, 0 where there is none; ids, uint32), one gather each
+    instead of a binary search per multi-byte character (320 KiB, built once)."""
+    flags = np.zeros(0x10000, dtype=np.uint8)
+    ids = np.zeros(0x10000, dtype=np.uint32)
     bmp = table[(table >> np.uint64(40)) < np.uint64(0x10000)]
-    out[(bmp >> np.uint64(40)).astype(np.int64)] = bmp
-    return out
+    cp = (bmp >> np.uint64(40)).astype(np.int64)
+    flags[cp] = ((bmp >> np.uint64(32)) & np.uint64(0x0F)).astype(np.uint8) | PRESENT
+    ids[cp] = (bmp & np.uint64(0xFFFFFFFF)).astype(np.uint32)
+    return flags, ids
+
+
+def _entries(table: np.ndarray, cp: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(flags, ids) of code points cp as bmp_index has them, by binary search in table."""
+    entry = table[np.minimum(np.searchsorted(table, cp.astype(np.uint64) << np.uint64(40)), len(table) - 1)]
+    flags = ((entry >> np.uint64(32)) & np.uint64(0x0F)).astype(np.uint8) | PRESENT
+    flags[(entry >> np.uint64(40)).astype(np.int64) != cp] = 0
+    return flags, (entry & np.uint64(0xFFFFFFFF)).astype(np.uint32)
 
 
 def premerge_chars(sym: np.ndarray, raw: np.ndarray, lengths: np.ndarray, table: np.ndarray,
-                   bmp: np.ndarray | None = None):
+                   bmp: tuple | None = None):
     """(symbols, lengths, raw, single) with each atomic character's bytes replaced by its token:
     raw and single (None when nothing changed) as merge() takes them. sym: the words'
     byte symbols (byte_ids[raw]); table: the atomic_chars entries, code_point << 40 | flags << 32 |
     id, ascending (flags: 1/2 ASCII/multi-byte neighbour on the left allowed, 4/8 on the right);
-    bmp: bmp_index(table), optional. Every word holds at least one byte. Costs O(multi-byte chars)
-    but for the word map and the final compaction."""
+    bmp: bmp_index(table), optional. Every word holds at least one byte, and raw is whole UTF-8
+    chars (a str's encoding), so a char's bytes never pass raw's end. Costs O(multi-byte chars)
+    but for the word map and the final compaction.
+
+    The arrays per char are bytes where they can be (flags, sizes, neighbours), and the bytes
+    around each lead are read through shifted views of one padded copy of raw rather than index
+    arrays lead + k: each temporary of ~300K chars (GPT-4o over wagahai.txt's distinct pieces:
+    1 MB, 335K multi-byte chars) is a pass and, at 8 bytes a char, fresh pages. That call went
+    ~22 -> ~11 ms (min of 5, the captured arrays)."""
     lead = np.flatnonzero(raw >= 0xC0)
     if not len(lead) or not len(table):
         return sym, lengths, raw, None
-    pad = np.concatenate((raw, np.zeros(4, dtype=np.uint8)))
-    b0 = pad[lead].astype(np.int32)
-    b1, b2 = pad[lead + 1].astype(np.int32) & 0x3F, pad[lead + 2].astype(np.int32) & 0x3F
-    size = (b0 >= 0xE0).astype(np.int32)
+    pad = np.zeros(len(raw) + 5, dtype=np.uint8)  # pad[k + 1] = raw[k]: one byte before, four after
+    pad[1:len(raw) + 1] = raw
+    b0 = pad[1:][lead]
+    size = np.add(b0 >= 0xE0, b0 >= 0xF0, dtype=np.uint8)
     size += 2
-    size += b0 >= 0xF0
-    cp = np.where(size == 2, ((b0 & 0x1F) << 6) | b1, ((b0 & 0x0F) << 12) | (b1 << 6) | b2)
+    # Most chars take three bytes (CJK): every code point is decoded as one, and those of two or
+    # four bytes are decoded again below.
+    cp = (b0 & 0x0F).astype(np.int32)
+    cp <<= 6
+    cp |= pad[2:][lead] & 0x3F
+    cp <<= 6
+    cp |= pad[3:][lead] & 0x3F
+    two = np.flatnonzero(size == 2)
+    if len(two):
+        cp[two] = ((b0[two] & 0x1F).astype(np.int32) << 6) | (pad[2:][lead[two]] & 0x3F)
     astral = np.flatnonzero(size == 4)
     if len(astral):
-        b3 = pad[lead[astral] + 3].astype(np.int32) & 0x3F
-        cp[astral] = ((b0[astral] & 0x07) << 18) | (b1[astral] << 12) | (b2[astral] << 6) | b3
+        at4 = lead[astral]
+        cp[astral] = ((b0[astral] & 0x07).astype(np.int32) << 18) | ((pad[2:][at4] & 0x3F).astype(np.int32) << 12) \
+            | ((pad[3:][at4] & 0x3F).astype(np.int32) << 6) | (pad[4:][at4] & 0x3F)
     if bmp is not None:
-        entry = bmp[np.minimum(cp, 0xFFFF)]  # (astral ones are looked up below)
+        fl, idt = bmp
+        flags = np.take(fl, cp, mode="clip")  # (astral ones read U+FFFF's: looked up below)
         if len(astral):
-            entry[astral] = table[np.minimum(np.searchsorted(table, cp[astral].astype(np.uint64) << np.uint64(40)),
-                                             len(table) - 1)]
+            flags[astral], _ids = _entries(table, cp[astral])
     else:
-        entry = table[np.minimum(np.searchsorted(table, cp.astype(np.uint64) << np.uint64(40)), len(table) - 1)]
-    found = (entry >> np.uint64(40)).astype(np.int32) == cp
-    if not found.any():
-        return sym, lengths, raw, None
-    flags = ((entry >> np.uint64(32)) & np.uint64(0xFF)).astype(np.int32)
+        flags, ids_all = _entries(table, cp)
     # Word edges by a byte map, not by each lead's word (a binary search each: Llama 3 over
     # wagahai.txt's distinct pieces, 9 ms of the 38): a char never crosses a word's end.
     starts = np.cumsum(lengths) - lengths
     edge = np.zeros(len(raw) + 1, dtype=bool)  # a word starts here, or the last one ends
     edge[starts] = True
     edge[-1] = True
-    at_start = edge[lead]
-    at_end = edge[np.minimum(lead + size, len(raw))]
-    prev_ascii = pad[lead - 1] < 0x80  # lead 0 reads the padding, but is a word start anyway
-    next_ascii = pad[lead + size] < 0x80
-    left_ok = at_start | ((flags & np.where(prev_ascii, 1, 2)) != 0)
-    right_ok = at_end | ((flags & np.where(next_ascii, 4, 8)) != 0)
-    ok = np.flatnonzero(found & left_ok & right_ok)
+    after = lead + size  # where the next char starts (at most len(raw))
+    # Left: a word start, or the flag for the byte before (1: ASCII, 2: not); right: a word end,
+    # or the flag for the byte after (4: ASCII, 8: not), here shifted down to 1 / 2.
+    left = np.subtract(2, pad[lead] < 0x80, dtype=np.uint8)  # (pad[lead] = raw[lead - 1])
+    left &= flags
+    right = np.subtract(2, pad[1:][after] < 0x80, dtype=np.uint8)
+    right &= flags >> 2
+    ok = (left != 0) | edge[lead]
+    ok &= (right != 0) | edge[after]
+    del left, right, after
+    ok &= flags >= PRESENT
+    ok = np.flatnonzero(ok)
     if not len(ok):
         return sym, lengths, raw, None
-    lok, sok = lead[ok], size[ok]  # (gathered once: ~300K of them in wagahai.txt's pieces)
-    keep = np.ones(len(sym), dtype=bool)
-    for d in (1, 2, 3):
-        keep[(lok + d)[sok > d]] = False
-    idx = np.flatnonzero(keep)
-    # Where each premerged char's lead lands once the continuation bytes are gone.
-    sok -= 1
-    at = lok - (np.cumsum(sok) - sok)
+    lok, sok = lead[ok], size[ok]
+    tok = np.take(idt, cp[ok], mode="clip") if bmp is not None else ids_all[ok]
+    if bmp is not None and len(astral):  # (the astral ones' ids: from the table)
+        big = np.flatnonzero(cp[ok] > 0xFFFF)
+        if len(big):
+            tok[big] = _entries(table, cp[ok][big])[1]
+    keep = np.ones(len(sym) + 2, dtype=bool)  # (two past the end: a 2-byte char's "third byte")
+    keep[1:][lok] = False  # every char here has 2+ bytes; the third byte goes for 3+ (that of
+    keep[2:][lok] = sok < 3  # a 2-byte char is the next char's first, or past the end: kept) ...
+    four = np.flatnonzero(sok > 3)
+    if len(four):
+        keep[3:][lok[four]] = False  # ... and the fourth for 4
+    idx = np.flatnonzero(keep[:len(sym)])
+    # Where each premerged char's lead lands once the continuation bytes are gone: lok less
+    # the continuation bytes of the chars before it. (In place over an int64 copy: a cumsum
+    # casting the uint8 sizes on the fly took three times as long.)
+    gone = sok.astype(np.int64)
+    gone -= 1
+    np.cumsum(gone, out=gone)  # up to and including each char's own ...
+    # Each word's bytes kept: its length less the continuation bytes gone before its end, less
+    # those before its start (the chars before each end by a binary search of the few words,
+    # where a reduceat over the byte map passed every byte).
+    before_end = np.concatenate(([0], gone))[np.searchsorted(lok, starts + lengths)]
+    new_len = lengths - before_end
+    new_len[1:] += before_end[:-1]
+    gone -= sok
+    gone += 1  # ... and without them
+    at = lok - gone
     out = sym[idx]
-    out[at] = (entry[ok] & np.uint64(0xFFFFFFFF)).astype(out.dtype)
+    out[at] = tok
     single = np.ones(len(idx), dtype=bool)
     single[at] = False
-    # (each word's bytes kept: a reduceat over the map, where a bincount wanted each lead's word)
-    return out, np.add.reduceat(keep, starts, dtype=np.int64), raw[idx], single
+    return out, new_len, raw[idx], single
