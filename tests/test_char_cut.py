@@ -306,8 +306,7 @@ def test_caches_filled_late_hold_what_the_first_call_made(name, exported, corpus
     want = [list(p) for p in parts]
     assert all(type(p) is list for p in parts)  # (three long new pieces: one encode_long pass)
     for p in parts:
-        if type(p) is list:
-            p.clear()  # (the caller's own list: what is remembered is not it)
+        p.clear()  # (the caller's own list: what is remembered is not it)
     assert [list(p) for p in model.encode_word_parts(fresh)] == want
     for t in (text, "\n".join(lines[::3]), text):
         assert tok.encode(t) == ref.encode(t).ids

@@ -64,7 +64,8 @@ class CharBPE(BPE):
     # made from them only when a later call reads a cache (these properties), not in the call
     # that merged them: the first call hands its ids out straight from the arrays. A second call
     # over the same text then pays what the first one left. Gemma 3 over wagahai.txt, a fresh
-    # tokenizer: ~4.5K tuples and dict entries (2.3K lines, 17K distinct parts) off the first call.
+    # tokenizer: ~19K tuples and dict entries (2.3K lines, 17K distinct parts) off the first call,
+    # ~59 -> ~52 ms; the second call ~4 -> ~7 ms (it fills the lines' entries as it reads them).
     @property
     def piece_cache(self) -> dict:
         pending = self._unkept
