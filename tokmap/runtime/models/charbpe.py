@@ -80,10 +80,7 @@ class CharBPE(BPE):
 
     @property
     def sub_cache(self) -> dict:
-        pending = self._unkept_subs
-        if pending is not None:
-            self._unkept_subs = None
-            self._keep_unkept_subs(pending)
+        self._keep_unkept_subs()
         return self._subs
 
     def _keep_unkept(self, pending) -> None:
@@ -95,8 +92,13 @@ class CharBPE(BPE):
             if w not in cache:
                 self._keep_piece(w, ids[a:b])
 
-    def _keep_unkept_subs(self, pending) -> None:
-        """Remember the parts of an _encode_subs batch: pending is (texts, ids back to back, count each)."""
+    def _keep_unkept_subs(self) -> None:
+        """Remember the parts of the _encode_subs batch waiting, if any: (texts, ids back to back,
+        count each), taken off the model first (as in piece_cache)."""
+        pending = self._unkept_subs
+        if pending is None:
+            return
+        self._unkept_subs = None
         import numpy as np
 
         from .textparts import tuples
@@ -416,10 +418,7 @@ class CharBPE(BPE):
             if flat and type(which) is range and len(counts) == len(texts) and int(lengths.max()) <= 160:
                 # Every text from the batch, in order, and the caller takes the arrays: the tuples
                 # for the cache are made when it is next read (see sub_cache), not now.
-                pending = self._unkept_subs
-                if pending is not None:  # (one batch waits at a time: an earlier one's entries first)
-                    self._unkept_subs = None
-                    self._keep_unkept_subs(pending)
+                self._keep_unkept_subs()  # (one batch waits at a time: an earlier one's entries first)
                 self._unkept_subs = (texts, final, counts)
                 return None, (final, counts)
             # (C-level; with the one cache update below, 16.7K parts 6.7 -> 5.3 ms)

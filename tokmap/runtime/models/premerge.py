@@ -77,7 +77,7 @@ def premerge_chars(sym: np.ndarray, raw: np.ndarray, lengths: np.ndarray, table:
         fl, idt = bmp
         flags = np.take(fl, cp, mode="clip")  # (astral ones read U+FFFF's: looked up below)
         if len(astral):
-            flags[astral], _ids = _entries(table, cp[astral])
+            flags[astral], astral_ids = _entries(table, cp[astral])
     else:
         flags, ids_all = _entries(table, cp)
     # Word edges by a byte map, not by each lead's word (a binary search each: Llama 3 over
@@ -102,10 +102,10 @@ def premerge_chars(sym: np.ndarray, raw: np.ndarray, lengths: np.ndarray, table:
         return sym, lengths, raw, None
     lok, sok = lead[ok], size[ok]
     tok = np.take(idt, cp[ok], mode="clip") if bmp is not None else ids_all[ok]
-    if bmp is not None and len(astral):  # (the astral ones' ids: from the table)
-        big = np.flatnonzero(cp[ok] > 0xFFFF)
+    if bmp is not None and len(astral):  # (the astral ones' ids: those looked up above)
+        big = np.flatnonzero(sok == 4)
         if len(big):
-            tok[big] = _entries(table, cp[ok][big])[1]
+            tok[big] = astral_ids[np.searchsorted(astral, ok[big])]
     keep = np.ones(len(sym) + 2, dtype=bool)  # (two past the end: a 2-byte char's "third byte")
     keep[1:][lok] = False  # every char here has 2+ bytes; the third byte goes for 3+ (that of
     keep[2:][lok] = sok < 3  # a 2-byte char is the next char's first, or past the end: kept) ...
