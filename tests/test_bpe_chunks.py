@@ -201,6 +201,42 @@ def test_many_long_pieces_are_chunked_in_one_batch(name, testdata, exported, spy
     assert calls == [len(words)]  # (a lone piece under CHUNK_PIECE: the rounds and the heap)
 
 
+@pytest.mark.parametrize("name", ["cl100k_base", "llama3"])
+def test_chunked_pieces_are_remembered_late(name, testdata, exported, spy):
+    """A call that merged long pieces as chunks hands out their ids as lists and leaves them
+    waiting (BPE._unkept_long); reading the piece cache makes their tuples: the reference's ids,
+    whatever the caller did to the list it got. One piece alone (encode_pieces' own list, handed
+    out as it is) has its tuple made before the list leaves: changing the list changes nothing
+    for the next call."""
+    ref = Ref(name, model_source(testdata, name))
+    encode_ref = ref.cases()[0][1]
+    rng = random.Random(f"late-{name}")
+    letters = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+    words = ["".join(rng.choices(letters, k=rng.randint(600, 1500))) for _ in range(8)]
+    text = " ".join(words)
+    tok = tokmap.load(exported(name))
+    got = tok.encode(text, add_special_tokens=False)
+    assert got == encode_ref(text) and spy["glued"] == len(words), spy
+    model = tok.model
+    pieces = [words[0]] + [" " + w for w in words[1:]]
+    waiting = dict(model._unkept_long)
+    assert set(waiting) == set(pieces) and all(type(v) is list for v in waiting.values())
+    assert not set(pieces) & set(model._pieces)  # (not remembered yet)
+    got[:] = [0] * len(got)  # (the caller's list: the waiting ones are not it)
+    cache = model.piece_cache
+    assert model._unkept_long is None
+    for piece in pieces:
+        assert cache[piece] == tuple(encode_ref(piece))
+    tok = tokmap.load(exported(name))
+    one = "".join(rng.choices(letters, k=5000))  # (past CHUNK_PIECE: chunked alone)
+    glued = spy["glued"]
+    first = tok.encode(one, add_special_tokens=False)
+    assert spy["glued"] == glued + 1 and tok.model._unkept_long is None
+    first[:] = [0] * len(first)
+    assert tok.encode(one, add_special_tokens=False) == encode_ref(one)
+    assert spy["glued"] == glued + 1  # (the second call from the cache)
+
+
 def test_pieces_that_cannot_glue_leave_the_others_glued(exported, testdata, monkeypatch, spy):
     """With no retry, the pieces some of whose neighbouring chunks share no token (6 of these 40)
     are given up and merged one by one, while the others keep their glued ids: all equal the

@@ -69,6 +69,7 @@ class BPE(VocabFile):
         self._ranks_permutation = bool(m.get("ranks_permutation", False))  # (the exporter's claim: see _start_batch)
         self.n_keys = len(self.keys)
         self.pair_cache: dict[int, tuple[int, int]] = {}
+        self._unkept_long = None  # long pieces' (text, ids list) not yet remembered (see piece_cache)
         self.piece_cache: dict[str, tuple[int, ...]] = {}
         self._long = LongPieces()  # the pieces longer than CACHE_PIECE in piece_cache
         self._f = f
@@ -87,6 +88,31 @@ class BPE(VocabFile):
         self._cut = None  # bpe_cuts.CutTable from the cut_windows section, once a probe is cut
         self._chars = None  # bpe_cuts.CharIds: what each char met in a cut piece merges to alone
         self.part_cache: dict[str, tuple[int, ...]] = {}  # longer parts of cut pieces: their pure BPE
+
+    # -- the piece cache ---------------------------------------------------------------------
+    # A long piece merged as chunks (bpe_chunks.py) comes as a list made from numpy; the cache
+    # holds tuples, and making one copies the list again (utf8seq.txt: 821K ids in 175 pieces,
+    # ~2.5 ms of a ~80 ms first call). The call that merged them hands the lists out (its
+    # caller copies them into its own list), and the tuples are made only when a later call
+    # reads the cache (this property), as CharBPE does with its pieces.
+    @property
+    def piece_cache(self) -> dict:
+        if self._unkept_long is not None:
+            self._keep_unkept_long()
+        return self._pieces
+
+    @piece_cache.setter
+    def piece_cache(self, cache: dict) -> None:
+        self._pieces = cache
+
+    def _keep_unkept_long(self) -> None:
+        """Remember the long pieces a call left waiting, within LongPieces' budget. They are taken
+        off the model first: another thread reading the cache meanwhile misses them at worst."""
+        pending, self._unkept_long = self._unkept_long, None
+        cache = self._pieces
+        for piece, ids in pending or ():
+            if piece not in cache:
+                self._long.add(cache, piece, ids)
 
     # -- merges -------------------------------------------------------------------------------
     def pair(self, left: int, right: int) -> tuple[int, int]:
@@ -136,6 +162,8 @@ class BPE(VocabFile):
                 pass
         if len(pieces) == 1:  # (one piece, 10^6 letters: its ids as they come, not chained once more)
             ids = next(iter(self._fill_misses(pieces, runs)))
+            if self._unkept_long is not None:  # (its tuple made now: the caller may change the list)
+                self._keep_unkept_long()
             return ids if type(ids) is list else list(ids)
         return concat(self._fill_misses(pieces, runs))
 
@@ -229,9 +257,15 @@ class BPE(VocabFile):
         cache = self.piece_cache
         hits = [(p, cache[p]) for p in distinct if p not in got]  # (taken first: _long.add may drop some)
         cache.update(kv for kv in got.items() if len(kv[0]) <= CACHE_PIECE)
+        late = []
         for p, ids in got.items():
             if len(p) > CACHE_PIECE and p not in cache:  # (encode_piece may have added it)
-                self._long.add(cache, p, ids)
+                if type(ids) is list:  # (made a tuple when a later call reads the cache: piece_cache)
+                    late.append((p, ids))
+                else:
+                    self._long.add(cache, p, ids)
+        if late:
+            self._unkept_long = late
         got.update(hits)
         return map(got.__getitem__, pieces)
 
@@ -435,7 +469,7 @@ class BPE(VocabFile):
                            self._token_lengths())
         for k, ids in zip(group, got):
             if ids is not None:
-                out[k] = tuple(ids.tolist())
+                out[k] = ids.tolist()  # (a list: see piece_cache)
 
     def _merge_chars(self, raw, starts, width, history: bool = False):
         """_merge_ranges of single chars raw[starts[k]:starts[k] + width[k]]: those of up to 3 bytes

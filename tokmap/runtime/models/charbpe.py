@@ -72,6 +72,8 @@ class CharBPE(BPE):
         if pending is not None:
             self._unkept = None  # (taken first: another thread reading the cache meanwhile misses
             self._keep_unkept(pending)  # these entries at worst and merges them again)
+        if self._unkept_long is not None:  # (BPE's own: its _remember)
+            self._keep_unkept_long()
         return self._pieces
 
     @piece_cache.setter
