@@ -69,6 +69,7 @@ class BPE(VocabFile):
         self._ranks_permutation = bool(m.get("ranks_permutation", False))  # (the exporter's claim: see _start_batch)
         self.n_keys = len(self.keys)
         self.pair_cache: dict[int, tuple[int, int]] = {}
+        self._unkept = None  # a subclass's own entries not yet remembered (CharBPE: see _keep_waiting)
         self._unkept_long = None  # long pieces' (text, ids list) not yet remembered (see piece_cache)
         self.piece_cache: dict[str, tuple[int, ...]] = {}
         self._long = LongPieces()  # the pieces longer than CACHE_PIECE in piece_cache
@@ -94,18 +95,18 @@ class BPE(VocabFile):
     # holds tuples, and making one copies the list again (utf8seq.txt: 821K ids in 175 pieces,
     # ~2.5 ms of a ~80 ms first call). The call that merged them hands the lists out (its
     # caller copies them into its own list), and the tuples are made only when a later call
-    # reads the cache (this property), as CharBPE does with its pieces.
+    # reads the cache (this property). CharBPE leaves its pieces waiting the same way.
     @property
     def piece_cache(self) -> dict:
-        if self._unkept_long is not None:
-            self._keep_unkept_long()
+        if self._unkept is not None or self._unkept_long is not None:
+            self._keep_waiting()
         return self._pieces
 
     @piece_cache.setter
     def piece_cache(self, cache: dict) -> None:
         self._pieces = cache
 
-    def _keep_unkept_long(self) -> None:
+    def _keep_waiting(self) -> None:
         """Remember the long pieces a call left waiting, within LongPieces' budget. They are taken
         off the model first: another thread reading the cache meanwhile misses them at worst."""
         pending, self._unkept_long = self._unkept_long, None
@@ -155,7 +156,7 @@ class BPE(VocabFile):
         runs: (k, set of pieces) when some pieces are whole runs that the pre-tokenizer's pattern
         cuts into k-char pieces (SplitStep.runs): such a piece's ids are its cuts' (bpe_runs.py)."""
         # (the dict itself when nothing waits: the property costs a short call ~3%)
-        cache = self._pieces if self._unkept_long is None else self.piece_cache
+        cache = self._pieces if self._unkept is None and self._unkept_long is None else self.piece_cache
         if cache:
             try:  # all hits (a warm call): one pass; the first miss abandons it
                 return concat(map(cache.__getitem__, pieces))
@@ -164,7 +165,7 @@ class BPE(VocabFile):
         if len(pieces) == 1:  # (one piece, 10^6 letters: its ids as they come, not chained once more)
             ids = next(iter(self._fill_misses(pieces, runs)))
             if self._unkept_long is not None:  # (its tuple made now: the caller may change the list)
-                self._keep_unkept_long()
+                self._keep_waiting()
             return ids if type(ids) is list else list(ids)
         return concat(self._fill_misses(pieces, runs))
 

@@ -29,7 +29,6 @@ CHUNK_CHARS = 512  # chars; a sub-piece this long is merged as glued chunks (mod
 
 class CharBPE(BPE):
     def __init__(self, f, meta: dict):
-        self._unkept = None  # (set before BPE.__init__ assigns piece_cache: see the property)
         self._unkept_subs = None
         super().__init__(f, meta)
         m = meta["model"]
@@ -61,24 +60,17 @@ class CharBPE(BPE):
     # -- the caches, filled late --------------------------------------------------------------
     # A first call over a long text (Gemma 3's lines, Llama 2's one piece) makes the ids of every
     # long piece and of every distinct part as flat arrays; the tuples that the caches hold are
-    # made from them only when a later call reads a cache (these properties), not in the call
-    # that merged them: the first call hands its ids out straight from the arrays. A second call
+    # made from them only when a later call reads a cache (BPE.piece_cache, which calls
+    # _keep_waiting, and sub_cache), not in the call that merged them: the first call hands its
+    # ids out straight from the arrays. A second call
     # over the same text then pays what the first one left. Gemma 3 over wagahai.txt, a fresh
     # tokenizer: ~19K tuples and dict entries (2.3K lines, 17K distinct parts) off the first call,
     # ~59 -> ~52 ms; the second call ~4 -> ~7 ms (it fills the lines' entries as it reads them).
-    @property
-    def piece_cache(self) -> dict:
-        pending = self._unkept
+    def _keep_waiting(self) -> None:
+        pending, self._unkept = self._unkept, None  # (taken first, as BPE's own: see there)
         if pending is not None:
-            self._unkept = None  # (taken first: another thread reading the cache meanwhile misses
-            self._keep_unkept(pending)  # these entries at worst and merges them again)
-        if self._unkept_long is not None:  # (BPE's own: its _remember)
-            self._keep_unkept_long()
-        return self._pieces
-
-    @piece_cache.setter
-    def piece_cache(self, cache: dict) -> None:
-        self._pieces = cache
+            self._keep_unkept(pending)
+        super()._keep_waiting()
 
     @property
     def sub_cache(self) -> dict:
