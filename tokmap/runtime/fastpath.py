@@ -233,10 +233,10 @@ class Chunks:
             return []
         if len(chunks) * CHUNK_CHARS < len(stretch):  # unspaced text: long chunks that seldom repeat
             return self.enc(self.stretch_words(stretch))
-        from .models import cached_parts, concat
+        from .models import cached_ids
 
         # (the separator goes with the call, not on self: another thread's text may hold it)
-        return concat(cached_parts(self.cache, chunks, encode_many=partial(self._fill, sep=sep)))
+        return cached_ids(self.cache, chunks, encode_many=partial(self._fill, sep=sep))
 
     def new_words(self, stretch: str) -> list[str] | None:
         """stretch_words(stretch) by bytes operations over its UTF-8: the ASCII chars as ascii_plan

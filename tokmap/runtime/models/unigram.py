@@ -19,7 +19,7 @@ from __future__ import annotations
 import sys
 
 from ... import mtok
-from . import cached_parts, concat
+from . import cached_ids
 from .vocab import VocabFile
 from ...errors import EncodeError
 
@@ -81,7 +81,7 @@ class Unigram(VocabFile):
 
     def encode_words(self, words: list[str]) -> list[int]:
         """Ids of many pieces at once: one C-level pass of dict lookups, misses filled after."""
-        return concat(cached_parts(self.ids_cache, words, encode_many=self._encode_many))
+        return cached_ids(self.ids_cache, words, encode_many=self._encode_many)
 
     def _encode_many(self, words: list[str]) -> list[tuple[int, ...]]:
         """encode_piece of many distinct words: those the numpy lattice takes from it, when they

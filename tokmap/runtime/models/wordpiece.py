@@ -19,7 +19,7 @@ from operator import is_
 
 from ... import mtok
 from ...errors import FormatError
-from . import WORD_CACHE_LEN, cached_parts, concat
+from . import WORD_CACHE_LEN, cached_ids, cached_parts
 from .vocab import VocabFile
 
 DICT_AFTER = 2048  # binary-search lookups (~8 us each) after which the str -> id dict is built
@@ -136,13 +136,18 @@ class WordPiece(VocabFile):
 
     def encode_words(self, words: list[str]) -> list[int]:
         """Ids of many pieces at once: one C-level pass of cache lookups, misses filled after."""
-        return concat(self.word_parts(words))
+        self._dict_first(words)
+        return cached_ids(self.ids_cache, words, encode_many=self._encode_many)
 
     def word_parts(self, words: list[str]) -> list[tuple[int, ...]]:
         """encode_words' ids of each piece, a tuple per piece."""
+        self._dict_first(words)
+        return cached_parts(self.ids_cache, words, encode_many=self._encode_many)
+
+    def _dict_first(self, words: list[str]) -> None:
+        """The str -> id dict built before a call with many pieces that the numpy batch will not take."""
         if self._vocab is None and len(words) >= DICT_WORDS and not self._batch_pays(len(words)):
             self._words()
-        return cached_parts(self.ids_cache, words, encode_many=self._encode_many)
 
     def _encode_many(self, words: list[str]) -> list[tuple[int, ...]]:
         """encode_piece of many distinct words: in numpy when they are many and the file has the
