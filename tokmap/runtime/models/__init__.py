@@ -63,17 +63,12 @@ def concat(seqs) -> list:
     return out
 
 
-def encode_cached(cache: dict, words: list[str], encode_one) -> list[int]:
-    """Ids of many words at once: one C-level pass of dict lookups, each distinct miss filled once
-    by encode_one(word) -> tuple of ids (and remembered when short). Shared by the models whose
-    whole-stretch path hands over a word list (WordPiece, Unigram, WordLevel)."""
-    return cached_ids(cache, words, encode_one)
-
-
 def cached_ids(cache: dict, words: list[str], encode_one=None, encode_many=None) -> list[int]:
-    """concat(cached_parts(...)) without the list of parts between: the tuples go from the cache
-    straight into the ids (minilm over en.txt's 60K words: a list of 60K pointers, and a pass
-    over it, fewer)."""
+    """Ids of many words at once: one C-level pass of dict lookups, each distinct miss filled once
+    by encode_one(word) or encode_many(list of them) -> tuples of ids (and remembered when short).
+    Shared by the models whose whole-stretch path hands over a word list (WordPiece, Unigram,
+    WordLevel). concat(cached_parts(...)) without the list of parts between (minilm over en.txt's
+    62K words: a list of 62K pointers, and a pass over it, fewer)."""
     if cache:
         try:  # all hits (a warm call): one pass; the first miss abandons it
             return concat(map(cache.__getitem__, words))
@@ -86,8 +81,7 @@ def cached_ids(cache: dict, words: list[str], encode_one=None, encode_many=None)
 
 
 def cached_parts(cache: dict, words: list[str], encode_one=None, encode_many=None) -> list[tuple[int, ...]]:
-    """encode_cached's ids of each word, a tuple per word; the distinct misses are filled by
-    encode_one(word) each, or by encode_many(list of them) -> their tuples at once."""
+    """cached_ids' ids of each word, a tuple per word, for callers that need them apart."""
     if cache:
         parts = list(map(cache.get, words))
         if None not in parts:

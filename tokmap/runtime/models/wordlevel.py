@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from . import encode_cached
+from . import cached_ids
 from .vocab import VocabFile
 
 
@@ -15,7 +15,7 @@ class WordLevel(VocabFile):
     def encode_pieces(self, pieces: list[str]) -> list[int]:
         """Ids of a piece list (the one-regex fast path): repeated words cost one dict lookup
         instead of a binary search over the vocabulary."""
-        return encode_cached(self.word_cache, pieces, self.encode_piece)
+        return cached_ids(self.word_cache, pieces, self.encode_piece)
 
     def encode_piece(self, text: str) -> tuple[int, ...]:
         if not text:  # tokenizers never hands an empty split to the model
