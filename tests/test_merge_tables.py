@@ -144,7 +144,7 @@ def test_ranks_permute(merges, ok):
 @pytest.mark.parametrize("name", ["gemma3", "llama2"])
 def test_permuted_ranks_take_the_short_build(name, exported, corpus, tmp_path):
     """SentencePiece-style tables have ranks 0 .. m - 1: the export says so (model.ranks_permutation),
-    and the batch merge then builds its codes from the two halves without checking the ranks.
+    and the batch merge then makes each code at lookup from them without checking the ranks.
     Those codes equal the checked build's; a file without the flag encodes alike; a file whose
     rank section was damaged after export is refused naming it, where the unchecked build would
     have ordered merges by a wrong rank."""
@@ -161,8 +161,11 @@ def test_permuted_ranks_take_the_short_build(name, exported, corpus, tmp_path):
     short, checked = (BatchMerger(model.keys, model.ranks, model.results, nonmono, p) for p in (True, False))
     short.build_codes()
     checked.build_codes()
-    assert short._code.dtype == checked._code.dtype == np.int64
-    assert np.array_equal(short._code, checked._code)
+    assert short._code is None and checked._code is not None  # made at lookup; made once
+    every = np.arange(short.m)
+    made, built = short.codes_at(every), checked.codes_at(every)
+    assert made.dtype == built.dtype == np.int64
+    assert np.array_equal(made, built)
     text = corpus("wagahai")[:30000] + corpus("code")[:30000]
     want = tok.encode(text)
     assert model._batch.permutation
@@ -176,6 +179,34 @@ def test_permuted_ranks_take_the_short_build(name, exported, corpus, tmp_path):
     with pytest.raises(tokmap.FormatError) as e:
         tokmap.load(damaged).encode(text)
     check_error(e.value, damaged, "merge_ranks", off, "checksum")
+
+
+@pytest.mark.parametrize("name", ["llama3", "cl100k_base"])
+def test_narrow_codes_made_at_lookup(name, exported):
+    """Where the ranks are the results (narrow codes), each code is made at lookup: 2 * result,
+    plus 1 when any merge with that result has the non-monotone bit (Llama 3 has 72 such merges,
+    cl100k none). Checked for every merge against that rule computed here from the file's arrays,
+    and the bit's meaning against the bitmap's own rule (bpe_batch.nonmono_bitmap)."""
+    import numpy as np
+
+    from tokmap.runtime.models.bpe_batch import BatchMerger, nonmono_bitmap
+
+    model = tokmap.load(exported(name)).model
+    nonmono = bytes(model._f.view(mtok.SECTION_MERGE_NONMONO, mtok.U8))
+    merger = BatchMerger(model.keys, model.ranks, model.results, nonmono)
+    assert not merger.wide
+    merger.build_codes()
+    assert merger._code is None
+    keys, results = (np.frombuffer(a, dtype) for a, dtype in ((model.keys, "<u8"), (model.results, "<u4")))
+    ranks = np.frombuffer(model.ranks, "<u4")
+    assert nonmono == nonmono_bitmap(keys, ranks, results)
+    bits = np.unpackbits(np.frombuffer(nonmono, np.uint8), count=len(keys), bitorder="little").astype(bool)
+    assert (int(bits.sum()) > 0) is (name == "llama3")
+    flagged = np.zeros(int(results.max()) + 1, bool)
+    flagged[results[bits]] = True
+    want = 2 * results.astype(np.int64) + flagged[results]
+    got = merger.codes_at(np.arange(len(keys)))
+    assert got.dtype == np.int32 and np.array_equal(got, want)
 
 
 def test_ranks_permutation_is_refused_beside_ranks_from_results(tmp_path):
