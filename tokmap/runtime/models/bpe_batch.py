@@ -29,7 +29,6 @@ ones, which is the sequential algorithm's next merge by definition.
 
 from __future__ import annotations
 
-
 import numpy as np
 
 from ... import mtok
