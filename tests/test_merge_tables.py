@@ -142,7 +142,7 @@ def test_ranks_permute(merges, ok):
 
 
 @pytest.mark.parametrize("name", ["gemma3", "llama2"])
-def test_permuted_ranks_take_the_short_build(name, exported, corpus, tmp_path):
+def test_permuted_ranks_make_codes_at_lookup(name, exported, corpus, tmp_path):
     """SentencePiece-style tables have ranks 0 .. m - 1: the export says so (model.ranks_permutation),
     and the batch merge then makes each code at lookup from them without checking the ranks.
     Those codes equal the checked build's; a file without the flag encodes alike; a file whose
