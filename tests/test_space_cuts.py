@@ -254,6 +254,30 @@ def test_chunks_holding_long_pieces(name, exported, refs):
         assert cuts.ids(text) == want, k
 
 
+@pytest.mark.parametrize("name", ["o200k_base", "gpt4o", "qwen3", "llama3"])
+def test_chunks_holding_pieces_long_in_bytes(name, exported, refs, monkeypatch):
+    """Pieces longer in bytes than a batch word but short enough in chars for the piece cache
+    (90-250 Thai chars, 3 bytes each), enough of them to be merged as chunks, each in a chunk with
+    more pieces: the text met a third and fourth time goes by chunks, whose ids add up the
+    pieces' cached ids. (A list cached for such a piece once made the chunks fail: 40K chars of
+    multi.txt encoded three times under GPT-4o raised.)"""
+    fills = []
+    real_fill = spacecut.SpaceCuts._fill
+    monkeypatch.setattr(spacecut.SpaceCuts, "_fill", lambda self, k: fills.append(1) or real_fill(self, k))
+    tok = tokmap.load(exported(name))
+    rng = random.Random(11)
+    thai = [chr(c) for c in range(0x0E01, 0x0E30)]
+    words = " ".join("".join(rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(rng.randrange(3, 12)))
+                     for _ in range(3000))
+    longs = ["".join(rng.choice(thai) for _ in range(rng.randrange(90, 250))) for _ in range(30)]
+    text = words + " " + " ".join(p + ", b" for p in longs) + " " + words
+    want = refs[name](text)
+    for k in range(4):
+        assert _encode(tok, name, text) == want, k
+    assert fills == [1]  # (the third call filled the chunks, the fourth read them)
+    assert all(type(v) is tuple for v in tok.pipeline.model.piece_cache.values())
+
+
 def test_space_count_stops_past_the_cap(exported, monkeypatch):
     """repeats() counts a text's spaces a block at a time, and stops once past the chunk cache's
     cap or once they are enough and the chars left could not pass the cap: a text met twice goes

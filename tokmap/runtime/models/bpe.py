@@ -354,7 +354,11 @@ class BPE(VocabFile):
         if long:
             self._merge_chunked(raw, ends, lengths, long, out)
         for k in long:  # the long pieces not chunked: merged one by one
-            if out[k] is None:
+            if type(out[k]) is list and len(texts[k]) <= CACHE_PIECE:
+                # Chunks give a list; a piece the cache keeps (long in bytes, not in chars: 90 Thai
+                # chars) is a tuple there like every value, which spacecut's chunks add up.
+                out[k] = tuple(out[k])
+            elif out[k] is None:
                 n = int(lengths[k])
                 one = self._merge_words(raw[ends[k] - n:ends[k]], lengths[k:k + 1], SLOW_ROUND)
                 if one is not None:
