@@ -278,6 +278,21 @@ def test_chunks_holding_pieces_long_in_bytes(name, exported, refs, monkeypatch):
     assert all(type(v) is tuple for v in tok.pipeline.model.piece_cache.values())
 
 
+@pytest.mark.parametrize("name", ["o200k_base", "gpt4o", "qwen3", "llama3"])
+def test_multilingual_slices_met_again(name, exported, refs, corpus):
+    """Stretches of multi.txt (every script it holds, at eight places), each encoded four times by
+    one tokenizer whose caches the stretches before it filled: the first two calls by pieces, the
+    third filling chunks, the fourth from them. Every call the reference's ids."""
+    tok = tokmap.load(exported(name))
+    text = corpus("multi")
+    step = len(text) // 8
+    for off in range(0, 8 * step, step):
+        stretch = text[off:off + 30000]
+        want = refs[name](stretch)
+        for k in range(4):
+            assert _encode(tok, name, stretch) == want, (off, k)
+
+
 def test_space_count_stops_past_the_cap(exported, monkeypatch):
     """repeats() counts a text's spaces a block at a time, and stops once past the chunk cache's
     cap or once they are enough and the chars left could not pass the cap: a text met twice goes
