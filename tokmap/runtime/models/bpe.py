@@ -353,12 +353,12 @@ class BPE(VocabFile):
         long = np.flatnonzero(lengths > BATCH_WORD).tolist()
         if long:
             self._merge_chunked(raw, ends, lengths, long, out)
-        for k in long:  # the long pieces not chunked: merged one by one
+        for k in long:
             if type(out[k]) is list and len(texts[k]) <= CACHE_PIECE:
                 # Chunks give a list; a piece the cache keeps (long in bytes, not in chars: 90 Thai
                 # chars) is a tuple there like every value, which spacecut's chunks add up.
                 out[k] = tuple(out[k])
-            elif out[k] is None:
+            elif out[k] is None:  # not chunked: merged alone
                 n = int(lengths[k])
                 one = self._merge_words(raw[ends[k] - n:ends[k]], lengths[k:k + 1], SLOW_ROUND)
                 if one is not None:
