@@ -281,8 +281,9 @@ def test_chunks_holding_pieces_long_in_bytes(name, exported, refs, monkeypatch):
 @pytest.mark.parametrize("name", ["o200k_base", "gpt4o", "qwen3", "llama3"])
 def test_multilingual_slices_met_again(name, exported, refs, corpus):
     """Stretches of multi.txt (every script it holds, at eight places), each encoded four times by
-    one tokenizer whose caches the stretches before it filled: the first two calls by pieces, the
-    third filling chunks, the fourth from them. Every call the reference's ids."""
+    one tokenizer whose caches the stretches before it filled: the first two calls by pieces; where
+    a stretch has spaces enough (not the Chinese or Japanese ones), the third filling chunks and
+    the fourth from them. Every call the reference's ids."""
     tok = tokmap.load(exported(name))
     text = corpus("multi")
     step = len(text) // 8
