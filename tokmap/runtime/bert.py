@@ -45,7 +45,55 @@ def _rows(f, blob: int) -> list:
     return rows
 
 
-class _Memo(dict):
+BULK_TEXT = 1 << 16  # chars of a text from which a memo's new chars are worked out together (_BulkMemo.translate)
+BULK_MISSES = 512  # new chars a long text may meet one by one before the rest are worked out together
+
+
+class _Unmet(Exception):
+    """Raised through str.translate by a probing memo at a char it has not met (or, for a _Memo,
+    past its budget of such chars); not a LookupError, which translate takes for "keep the char"."""
+
+
+class _BulkMemo(dict):
+    """A translate table (cp -> value) filled on demand: one char at a time by _lookup (called
+    from C by str.translate), or, for a long text with many new chars, all of them at once by fill."""
+
+    _probe = None  # (thread, [new chars left]) while translate probes a long text
+
+    def translate(self, text: str) -> str:
+        """text.translate(self). A long text meets its first BULK_MISSES new chars one by one;
+        past them, all of its new chars are looked up together (fill) before the translate
+        proper. One by one each costs a bisect and a call from C (~0.5 us): minilm over
+        utf8seq.txt (235K distinct chars), a first call, 338 -> 244 ms with the normalizer's
+        tables filled together, 318 -> 244 with the segmenter's."""
+        if len(text) < BULK_TEXT:
+            return text.translate(self)
+        self._probe = (get_ident(), [BULK_MISSES])
+        try:
+            return text.translate(self)
+        except _Unmet:
+            pass
+        finally:
+            self._probe = None
+        import numpy as np
+
+        cps = np.array(distinct_code_points(text, 1 << 21), dtype=np.int64)
+        if len(self) * 4 > len(cps):  # (else the few met are looked up again, to the same values)
+            cps = cps[~np.fromiter(map(self.__contains__, cps.tolist()), bool, len(cps))]
+        self.fill(cps)
+        return text.translate(self)
+
+    def __missing__(self, cp):
+        probe = self._probe
+        if probe is not None and probe[0] == get_ident():
+            probe[1][0] -= 1
+            if probe[1][0] < 0:
+                raise _Unmet
+        v = self[cp] = self._lookup(cp)
+        return v
+
+
+class _Memo(_BulkMemo):
     """cp -> translate value (str, None to delete, or cp itself), looked up by range once per cp."""
 
     def __init__(self, rows, hit, miss):
@@ -54,13 +102,39 @@ class _Memo(dict):
         self.ends = [r[1] for r in rows]
         self.vals = [hit(r) for r in rows]
         self.miss = miss
+        self._bounds = None  # starts and ends as numpy arrays, for rows_of
 
-    def __missing__(self, cp):
+    def rows_of(self, cps):
+        """The row holding each code point of the int64 array cps, -1 where none does."""
+        import numpy as np
+
+        if self._bounds is None:
+            self._bounds = (np.array(self.starts, dtype=np.int64), np.array(self.ends, dtype=np.int64))
+        starts, ends = self._bounds
+        k = np.searchsorted(starts, cps, side="right") - 1
+        inside = k >= 0
+        inside[inside] = cps[inside] < ends[k[inside]]
+        k[~inside] = -1
+        return k
+
+    def fill(self, cps) -> None:
+        """The values of the code points of the int64 array cps, as _lookup makes them."""
+        k = self.rows_of(cps)
+        inside = k >= 0
+        out = cps[~inside].tolist()
+        self.update(zip(out, out) if self.miss is None else dict.fromkeys(out, self.miss))
+        cps_in = cps[inside].tolist()
+        vals = list(map(self.vals.__getitem__, k[inside].tolist()))
+        self.update(zip(cps_in, vals))
+        for cp, v in zip(cps_in, vals):
+            if v == "pad":  # (as _lookup makes it)
+                self[cp] = f" {chr(cp)} "
+
+    def _lookup(self, cp):
         k = bisect_right(self.starts, cp) - 1
         v = self.vals[k] if k >= 0 and cp < self.ends[k] else (cp if self.miss is None else self.miss)
         if v == "pad":  # handle_chinese_chars: the char with a space on each side
             v = f" {chr(cp)} "
-        self[cp] = v
         return v
 
 
@@ -89,11 +163,17 @@ def apply_memo(text: str, memo, chars=None):
     another changed char, one replace per changed char gives the same text as translate.
     chars=False: the text has too many distinct chars for the per-char look to pay; translate."""
     if chars is None:
-        chars = set(text)
-        if len(chars) * 16 > len(text):
-            chars = False
+        # (set(text) makes a str per wide char: each step of minilm over utf8seq.txt made one of
+        # its 880K chars just to find them too many, 166 -> 93 ms a warm call with numpy's count)
+        if len(text) >= BULK_TEXT and not text.isascii():
+            cps = distinct_code_points(text, len(text) >> 4)
+            chars = False if cps is None else set(map(chr, cps))
+        else:
+            chars = set(text)
+            if len(chars) * 16 > len(text):
+                chars = False
     if chars is False:
-        return text.translate(memo), False
+        return (memo.translate(text) if isinstance(memo, _BulkMemo) else text.translate(memo)), False
     changed = {}
     for c in chars:
         v = memo[ord(c)]
@@ -280,23 +360,44 @@ def wordpiece_decoder(step):
     return run
 
 
-class _SegMemo(dict):
+class _SegMemo(_BulkMemo):
     """cp -> " " (a removed delimiter), " c " (an isolated one) or cp itself, for `segmenter`."""
 
     def __init__(self, steps):
         super().__init__()
         self.steps = steps
 
-    def __missing__(self, cp):
+    def _lookup(self, cp):
         v = cp
         for st in self.steps:
             if st.memo[cp] == "\x01":
                 if st.behavior == "removed":
-                    v = " "
-                    break
+                    return " "
                 v = f" {chr(cp)} "
-        self[cp] = v
         return v
+
+    def fill(self, cps) -> None:
+        """The values of the code points of the int64 array cps, as _lookup makes them: removed
+        by any step wins, else isolated by any, else the char itself (each step's table marks
+        its delimiters "\x01", every other char "\x00")."""
+        removed = isolated = None
+        for st in self.steps:
+            hit = st.memo.rows_of(cps) >= 0
+            if st.behavior == "removed":
+                removed = hit if removed is None else removed | hit
+            else:
+                isolated = hit if isolated is None else isolated | hit
+        if removed is not None:
+            self.update(dict.fromkeys(cps[removed].tolist(), " "))
+            if isolated is not None:
+                isolated &= ~removed
+            keep = ~removed if isolated is None else ~(removed | isolated)
+        else:
+            keep = ~isolated
+        rest = cps[keep].tolist()
+        self.update(zip(rest, rest))
+        if isolated is not None:
+            self.update((cp, f" {chr(cp)} ") for cp in cps[isolated].tolist())
 
 
 def segmenter(steps):
@@ -331,10 +432,6 @@ FILL_MOST = 1 << 14
 SEPARATOR_CANDIDATES = "\ue000\ue001\ufdd0\ufdd1\ufdd2\ufdd3"
 
 
-class _Unmet(Exception):
-    """Raised through str.translate by a probing ChainMemo at a char it has not met."""
-
-
 def distinct_code_points(text: str, most: int) -> list[int] | None:
     """The distinct code points of text, or None when there are more than `most`. set(text) makes
     a str per char past Latin-1 (~55 ns each: 21 ms for wagahai.txt's 375K); a long text's code
@@ -366,10 +463,15 @@ class ChainMemo(dict):
         self._sep = None  # fill's separator, found on first use ("" when none serves)
         self._probe = None  # the thread whose translate stops at the first char not met (translate)
 
-    def translate(self, text: str) -> str:
+    def translate(self, text: str, steps_ok: bool = False) -> str:
         """text.translate(self). A long text is first translated probing: at the first char not
         met the probe stops, and all of the text's new chars are worked out together (fill)
-        before the translate proper; a text whose chars are all met pays nothing more."""
+        before the translate proper; a text whose chars are all met pays nothing more.
+        steps_ok: the caller can take the steps one by one (it catches NeedsContext), which a
+        text of more than FILL_MOST new chars then does at once: through the table each of them
+        costs ~15 us, one at a time, where the steps' own tables look all of them up together
+        (_BulkMemo.translate). minilm over utf8seq.txt went through 9K of its chars before one needed
+        its neighbours: 316 -> 244 ms first call."""
         if len(text) < FILL_TEXT:
             return text.translate(self)
         self._probe = get_ident()
@@ -382,6 +484,8 @@ class ChainMemo(dict):
         cps = distinct_code_points(text, FILL_MOST)
         if cps is not None:
             self.fill(cps)
+        elif steps_ok:
+            raise NeedsContext
         return text.translate(self)
 
     def __missing__(self, cp):

@@ -99,7 +99,7 @@ def _chained(pipe, memo, words):
 
     def stretch_words(stretch: str) -> list[str]:
         try:
-            return list(filter(None, memo.translate(stretch).split(" ")))
+            return list(filter(None, memo.translate(stretch, True).split(" ")))
         except NeedsContext:
             return words(pipe.normalize(stretch)[0])
 

@@ -141,8 +141,8 @@ def run(steps: list, text: str, want_align: bool = False):
                 text, chars = nc(text, chars)
             else:
                 new, _ = step.normalize(text, False)
-                if new is not text:
-                    text, chars = new, None
+                if new is not text:  # (a text of too many distinct chars to count still has them: NFD)
+                    text, chars = new, (False if chars is False else None)
         return text, None
     align = None
     for step in steps:
