@@ -581,10 +581,11 @@ def test_one_rank_with_two_results_is_refused(gpt2_ranked, tmp_path):
     ranks[next(j for j, r in enumerate(results) if r != results[0])] = ranks[0]
     p = write(tmp_path, with_section(gpt2_ranked, mtok.SECTION_MERGE_RANKS, struct.pack(f"<{len(ranks)}I", *ranks)))
     tok = tokmap.load(p)
-    with pytest.raises(tokmap.FormatError) as ei:
-        tok.encode_ordinary(" ".join(f"w{k}x{k * 7}" for k in range(20000)))  # a batch of misses
-    check_error(ei.value, p, "merge_ranks", MtokFile(p).sections[mtok.SECTION_MERGE_RANKS][1],
-                "one rank with different results")
+    for _ in range(2):  # (and again: the first failure left no half-built batch merger to go on with)
+        with pytest.raises(tokmap.FormatError) as ei:
+            tok.encode_ordinary(" ".join(f"w{k}x{k * 7}" for k in range(20000)))  # a batch of misses
+        check_error(ei.value, p, "merge_ranks", MtokFile(p).sections[mtok.SECTION_MERGE_RANKS][1],
+                    "one rank with different results")
 
 
 # -- META ---------------------------------------------------------------------------------------------------

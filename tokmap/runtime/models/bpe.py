@@ -622,11 +622,11 @@ class BPE(VocabFile):
             # ~1.5 ms of a first call); a damaged section must not pass for one, so its checksum is
             # checked instead (~0.5 ms).
             f.verify_section(mtok.SECTION_MERGE_RANKS)
-        self._batch = BatchMerger(self.keys, self.ranks, self.results, nonmono, permutation)
+        batch = BatchMerger(self.keys, self.ranks, self.results, nonmono, permutation)
         try:
-            self._batch.build_codes()
+            batch.build_codes()
         except ValueError as e:
-            sid = mtok.SECTION_MERGE_RANKS if self._batch.wide else mtok.SECTION_MERGE_RESULTS
+            sid = mtok.SECTION_MERGE_RANKS if batch.wide else mtok.SECTION_MERGE_RESULTS
             raise FormatError(f.path, f"inconsistent file: {e}", section=mtok.section_name(sid),
                               offset=f.sections[sid][1]) from None
         self._byte_ids_np = np.array(self.byte_ids, dtype=np.int64)
@@ -657,6 +657,9 @@ class BPE(VocabFile):
                     self._unreached_h = np.sort(piece_hashes(tb, off[u].astype(np.int64), lengths[lengths > 0]))
             else:  # older files: check every multi-token piece against the vocabulary
                 self._unreached = _Everything()
+        # Set last: _batch is what callers test, so a table refused above leaves none set, and the
+        # next call is refused the same way (it had gone on with a half-built one: AttributeError).
+        self._batch = batch
 
     def piece_offsets(self, text: str, toks) -> list[tuple[int, int]]:
         """Code-point span of each token in the piece: from its first byte's char to its last's."""
