@@ -54,6 +54,18 @@ class _Unmet(Exception):
     past its budget of such chars); not a LookupError, which translate takes for "keep the char"."""
 
 
+def _probing(memo, text: str, probe):
+    """text.translate(memo) with memo._probe set to probe, whose __missing__ then raises _Unmet
+    where the probe says to stop; None when it stopped."""
+    memo._probe = probe
+    try:
+        return text.translate(memo)
+    except _Unmet:
+        return None
+    finally:
+        memo._probe = None
+
+
 class _BulkMemo(dict):
     """A translate table (cp -> value) filled on demand: one char at a time by _lookup (called
     from C by str.translate), or, for a long text with many new chars, all of them at once by fill."""
@@ -68,13 +80,9 @@ class _BulkMemo(dict):
         tables filled together, 318 -> 244 with the segmenter's."""
         if len(text) < BULK_TEXT:
             return text.translate(self)
-        self._probe = (get_ident(), [BULK_MISSES])
-        try:
-            return text.translate(self)
-        except _Unmet:
-            pass
-        finally:
-            self._probe = None
+        done = _probing(self, text, (get_ident(), [BULK_MISSES]))
+        if done is not None:
+            return done
         import numpy as np
 
         cps = np.array(distinct_code_points(text, 1 << 21), dtype=np.int64)
@@ -474,13 +482,9 @@ class ChainMemo(dict):
         its neighbours: 316 -> 244 ms first call."""
         if len(text) < FILL_TEXT:
             return text.translate(self)
-        self._probe = get_ident()
-        try:
-            return text.translate(self)
-        except _Unmet:
-            pass
-        finally:
-            self._probe = None
+        done = _probing(self, text, get_ident())
+        if done is not None:
+            return done
         cps = distinct_code_points(text, FILL_MOST)
         if cps is not None:
             self.fill(cps)
