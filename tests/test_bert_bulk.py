@@ -91,7 +91,8 @@ def test_wide_documents_new_and_again(minilm, seed):
 
 def test_every_code_point_document(minilm, corpus):
     """utf8seq.txt (every code point in order: more distinct chars than ChainMemo fills, and marks
-    that need their neighbours) and slices of it shuffled by lines, three calls each."""
+    that need their neighbours) and 200K chars of its lines shuffled, in turn on one tokenizer
+    (the whole three times, the shuffled stretch twice)."""
     ref = minilm[0]
     tok = _fresh(minilm)
     text = corpus("utf8seq")
