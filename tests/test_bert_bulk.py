@@ -89,6 +89,19 @@ def test_wide_documents_new_and_again(minilm, seed):
         assert tok.encode(text) == ref.encode(text, add_special_tokens=True).ids
 
 
+def test_wide_documents_with_offsets(minilm):
+    """encode_full of a long wide text (the normalizer's tables filled in bulk on the alignment
+    path too, and CharSplit's marks): ids and offsets as tokenizers gives them, new and again."""
+    ref = minilm[0]
+    tok = _fresh(minilm)
+    text = _wide_text(5, 100_000)
+    want = ref.encode(text, add_special_tokens=True)
+    for _ in range(2):
+        got = tok.encode_full(text)
+        assert got.ids == want.ids
+        assert got.offsets == want.offsets
+
+
 def test_every_code_point_document(minilm, corpus):
     """utf8seq.txt (every code point in order: more distinct chars than ChainMemo fills, and marks
     that need their neighbours) and 200K chars of its lines shuffled, in turn on one tokenizer

@@ -50,8 +50,9 @@ BULK_MISSES = 512  # new chars a long text may meet one by one before the rest a
 
 
 class _Unmet(Exception):
-    """Raised through str.translate by a probing memo at a char it has not met (or, for a _Memo,
-    past its budget of such chars); not a LookupError, which translate takes for "keep the char"."""
+    """Raised through str.translate by a probing memo at a char it has not met (a ChainMemo) or
+    past its budget of such chars (a _BulkMemo); not a LookupError, which translate takes for
+    "keep the char"."""
 
 
 def _probing(memo, text: str, probe):
@@ -70,7 +71,7 @@ class _BulkMemo(dict):
     """A translate table (cp -> value) filled on demand: one char at a time by _lookup (called
     from C by str.translate), or, for a long text with many new chars, all of them at once by fill."""
 
-    _probe = None  # (thread, [new chars left]) while translate probes a long text
+    _probe = None  # [new chars left] while translate probes a long text
 
     def translate(self, text: str) -> str:
         """text.translate(self). A long text meets its first BULK_MISSES new chars one by one;
@@ -80,7 +81,7 @@ class _BulkMemo(dict):
         tables filled together, 318 -> 244 with the segmenter's."""
         if len(text) < BULK_TEXT:
             return text.translate(self)
-        done = _probing(self, text, (get_ident(), [BULK_MISSES]))
+        done = _probing(self, text, [BULK_MISSES])
         if done is not None:
             return done
         import numpy as np
@@ -93,9 +94,9 @@ class _BulkMemo(dict):
 
     def __missing__(self, cp):
         probe = self._probe
-        if probe is not None and probe[0] == get_ident():
-            probe[1][0] -= 1
-            if probe[1][0] < 0:
+        if probe is not None:
+            probe[0] -= 1
+            if probe[0] < 0:
                 raise _Unmet
         v = self[cp] = self._lookup(cp)
         return v
@@ -164,7 +165,8 @@ _NOT_ONE = re.compile("[^\x01]")
 
 
 def apply_memo(text: str, memo, chars=None):
-    """text.translate(memo), and the new text's set of chars (for the next step), faster.
+    """memo.translate(text) (memo: a _BulkMemo), and the new text's set of chars (for the next
+    step), faster.
 
     str.translate costs ~70 ns a char through a mapping; set(text) and str.replace are C loops
     several times quicker. When only a few of the distinct chars change and no replacement holds
@@ -181,7 +183,7 @@ def apply_memo(text: str, memo, chars=None):
             if len(chars) * 16 > len(text):
                 chars = False
     if chars is False:
-        return (memo.translate(text) if isinstance(memo, _BulkMemo) else text.translate(memo)), False
+        return memo.translate(text), False
     changed = {}
     for c in chars:
         v = memo[ord(c)]
@@ -203,7 +205,7 @@ def apply_memo(text: str, memo, chars=None):
         for c, v in changed.items():
             text = text.replace(c, v)
         return text, new_chars
-    return text.translate(memo), new_chars
+    return memo.translate(text), new_chars
 
 
 def _ascii_map(memo):
@@ -259,7 +261,7 @@ class CharMap:
         if self.ascii_one and text.isascii():  # (one char for one: the identity alignment)
             new = self.ascii(text)
             return (text, None) if new == text else (new, None)
-        new = text.translate(memo)
+        new = memo.translate(text)
         if new == text:
             return text, None
         if not want_align:
@@ -334,7 +336,7 @@ class CharSplit(SpanStep):
     def spans(self, text: str):
         if self.memo is None:
             self.memo = _Memo(_rows(self.f, self.blob), lambda r: "\x01", "\x00")
-        marks = text.translate(self.memo)
+        marks = self.memo.translate(text)
         spans, prev = [], 0
         for m in _MARK.finditer(marks):
             s = m.start()
