@@ -89,6 +89,73 @@ def test_a_wide_piece_equals_the_reference(testdata, exported, spy):
     assert spy["glued"] == 1, spy
 
 
+def test_chunks_meet_at_cuts_without_overlap():
+    """cut_chunk_bounds: where the first cut at or after a boundary's place (k * stride) lies
+    within half a stride of it, the two chunks meet at that cut (free); elsewhere they are
+    chunk_bounds' own, overlapping. Either way the chunks follow each other and cover the piece."""
+    rng = np.random.default_rng(5)
+    for n in (1000, 4097, bpe_chunks.WIDE_PIECE + 100):
+        stride = bpe_chunks.STRIDE if n < bpe_chunks.WIDE_PIECE else bpe_chunks.WIDE_STRIDE
+        lead = np.arange(0, n, 3)  # (3-byte chars)
+        cuts = np.sort(rng.choice(lead[1:], size=len(lead) // 8, replace=False))
+        starts, ends, free = bpe_chunks.cut_chunk_bounds(n, lead, cuts)
+        plain_starts, plain_ends = bpe_chunks.chunk_bounds(n, lead)
+        # (4097 = 1 + 128 strides: no char starts at or after the last place, where the plain
+        # layout drops the empty chunk too)
+        assert len(starts) == len(plain_starts) == len(free) + 1 == -(-n // stride) - (n == 4097)
+        assert starts[0] == 0 and ends[-1] == n and (ends > starts).all() and (np.diff(starts) > 0).all()
+        place = np.arange(1, len(starts)) * stride
+        first_cut = np.append(cuts, n)[np.searchsorted(cuts, place)]
+        assert np.array_equal(free, first_cut < place + stride // 2)
+        assert free.any() and not free.all(), n
+        b = np.flatnonzero(free)
+        assert np.array_equal(starts[b + 1], first_cut[b]) and np.array_equal(ends[b], first_cut[b])
+        o = np.flatnonzero(~free)
+        assert np.array_equal(starts[o + 1], plain_starts[o + 1]) and np.array_equal(ends[o], plain_ends[o])
+        assert (ends[o] > starts[o + 1]).all()  # (overlapping)
+
+
+@pytest.mark.parametrize("name", ["llama3", "qwen3", "gpt4o"])
+def test_chunks_meeting_at_cuts_equal_the_reference(name, testdata, exported, monkeypatch):
+    """Long pieces of multi-byte chars are chunked to meet where no merge crosses (bpe_cuts.py):
+    a run of consecutive private-use code points (every char boundary a cut, as in
+    utf8seq.txt: nothing is glued), consecutive Hangul syllables and ideographs, and kana with
+    kanji and no spaces (some boundaries at cuts, the others glued). The ids are the
+    reference's, on a fresh tokenizer each."""
+    ref = Ref(name, model_source(testdata, name))
+    encode_ref = ref.cases()[0][1]
+    free_seen, glued = [], []
+    real_bounds, real_glue = bpe_chunks.cut_chunk_bounds, bpe_chunks.glue
+
+    def bounds(*a, **k):
+        starts, ends, free = real_bounds(*a, **k)
+        free_seen.append(free)
+        return starts, ends, free
+
+    monkeypatch.setattr(bpe_chunks, "cut_chunk_bounds", bounds)
+    monkeypatch.setattr(bpe_chunks, "glue", lambda *a: glued.append(1) or real_glue(*a))
+    # (pieces that the cut path merges part by part, whole, take the chunks here)
+    monkeypatch.setattr(bpe.BPE, "_segmented", lambda self, texts, joined, n_chars=None: None)
+    rng = random.Random(f"cut-chunks-{name}")
+    kana = "のはにをがでともしてからいるあるこれそれ日本語文字猫吾輩名前"
+    texts = {
+        "private use": "".join(map(chr, range(0xF0000, 0xF0000 + 3000))),
+        "hangul": "".join(map(chr, range(0xAC00, 0xAC00 + 3000))),
+        "ideographs": "".join(map(chr, range(0x4E00, 0x4E00 + 3000))),
+        "kana": "".join(rng.choice(kana) for _ in range(4000)),
+    }
+    for label, text in texts.items():
+        free_seen.clear()
+        glued.clear()
+        assert tokmap.load(exported(name)).encode(text, add_special_tokens=False) == encode_ref(text), label
+        free = np.concatenate(free_seen) if free_seen else np.zeros(0, dtype=bool)
+        assert len(free) > 50 and free.any(), label
+        if label == "private use":
+            assert free.all() and not glued, label
+        if label == "kana":
+            assert not free.all() and glued, label
+
+
 @pytest.mark.parametrize("seed", range(8))
 @pytest.mark.parametrize("stride,overlap", [(32, 8), (6, 2), (3, 1)])
 def test_toy_vocabularies_with_tiny_chunks(tmp_path, monkeypatch, spy, seed, stride, overlap):

@@ -46,6 +46,9 @@ STANDALONE_PROBE, STANDALONE_SHARE = 256, 0.9
 # ... and they are at least 1/STANDALONE_PARTS of all parts: cutting them re-sorts all the parts,
 # which costs more than merging a few (cl100k over 10^5 random ideographs: 1.8K of 97K, 19 -> 20.5 ms)
 STANDALONE_PARTS = 16
+# Long pieces are chunked to meet at cuts (bpe_chunks.cut_chunk_bounds) when at least 1/CHUNK_CUT_LEADS
+# of their bytes start a multi-byte char: the only boundaries the cut table can cut
+CHUNK_CUT_LEADS = 16
 
 
 def batch_pays(n: int) -> bool:
@@ -448,7 +451,8 @@ class BPE(VocabFile):
         past the caches: Llama 3 over utf8seq.txt, 866 KB in one batch, premerge_chars 7.6 ->
         16 ms). Only pieces longer than any token (so that none is a token itself) and not runs
         ("aaaa", or of one multi-byte char) are chunked; a piece whose chunks cannot be glued, or
-        with a byte that has no token, is left None."""
+        with a byte that has no token, is left None. Chunks meet without overlap where no merge
+        crosses (bpe_cuts.py), when the pieces have multi-byte chars enough to be cut there."""
         longest = self._longest_token()
         take = [k for k in long
                 if int(lengths[k]) > longest and _worth_chunking(raw[ends[k] - int(lengths[k]):ends[k]])]
@@ -471,8 +475,15 @@ class BPE(VocabFile):
         sub = np.concatenate([raw[ends[k] - n:ends[k]] for k, n in zip(group, sizes)])
         at = (np.cumsum(sizes) - sizes).tolist()
         leads = [char_starts(sub[a:a + n]) for a, n in zip(at, sizes)]
+        cuts = None
+        if self._f.has(mtok.SECTION_CUT_WINDOWS) and np.count_nonzero(sub >= 0xC0) * CHUNK_CUT_LEADS >= len(sub):
+            found = self._cut_table().cuts(sub, np.array(at, dtype=np.int64))[0]
+            if len(found):
+                lo = np.searchsorted(found, at).tolist()
+                hi = np.searchsorted(found, np.add(at, sizes)).tolist()
+                cuts = [found[a:b] - o for a, b, o in zip(lo, hi, at)]
         got = merge_pieces(sizes, leads, lambda starts, stops: self._merge_ranges_blocked(sub, starts, stops),
-                           self._token_lengths())
+                           self._token_lengths(), cuts)
         for k, ids in zip(group, got):
             if ids is not None:
                 out[k] = ids.tolist()  # (a list: see piece_cache)
@@ -551,7 +562,10 @@ class BPE(VocabFile):
         import numpy as np
 
         lengths = ends - starts
-        craw = raw[np.repeat(starts - (np.cumsum(lengths) - lengths), lengths) + np.arange(int(lengths.sum()))]
+        if (starts[1:] == ends[:-1]).all():  # (chunks that meet at cuts: the bytes as they lie)
+            craw = raw[int(starts[0]):int(ends[-1])]
+        else:
+            craw = raw[np.repeat(starts - (np.cumsum(lengths) - lengths), lengths) + np.arange(int(lengths.sum()))]
         sym = self._byte_ids_u32.take(craw)
         if (sym == mtok.NO_ID).any():
             return None
