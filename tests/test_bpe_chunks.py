@@ -134,7 +134,7 @@ def test_chunks_meeting_at_cuts_equal_the_reference(name, testdata, exported, mo
 
     monkeypatch.setattr(bpe_chunks, "cut_chunk_bounds", bounds)
     monkeypatch.setattr(bpe_chunks, "glue", lambda *a: glued.append(1) or real_glue(*a))
-    # (pieces that the cut path merges part by part, whole, take the chunks here)
+    # (pieces that the cut path would merge part by part go to the chunks here)
     monkeypatch.setattr(bpe.BPE, "_segmented", lambda self, texts, joined, n_chars=None: None)
     rng = random.Random(f"cut-chunks-{name}")
     kana = "のはにをがでともしてからいるあるこれそれ日本語文字猫吾輩名前"
@@ -314,6 +314,34 @@ def test_pieces_that_cannot_glue_leave_the_others_glued(exported, testdata, monk
     text = " ".join(words)
     monkeypatch.setattr(bpe_chunks, "RETRIES", 0)
     assert tokmap.load(exported("cl100k_base")).encode(text) == ref.cases()[0][1](text)
+    assert spy["gave_up"] >= 1 and spy["glued"] >= 1 and spy["glued"] + spy["gave_up"] == len(words), spy
+
+
+def test_pieces_that_cannot_glue_among_cut_boundaries(exported, testdata, monkeypatch, spy):
+    """Kana pieces chunked small (4 chars, 2 of overlap), some boundaries at cuts (free), with no
+    retry: the pieces some of whose glued boundaries share no token are given up and merged one
+    by one, the others keep their ids across both kinds of boundary; all equal the reference's."""
+    ref = Ref("llama3", model_source(testdata, "llama3"))
+    rng = random.Random(13)
+    kana = "のはにをがでともしてからいるあるこれそれ日本語文字猫吾輩名前"
+    words = ["".join(rng.choice(kana) for _ in range(rng.randint(100, 160))) for _ in range(30)]
+    text = " ".join(words)
+    free_seen = []
+    real_bounds = bpe_chunks.cut_chunk_bounds
+
+    def bounds(*a, **k):
+        starts, ends, free = real_bounds(*a, **k)
+        free_seen.append(free)
+        return starts, ends, free
+
+    monkeypatch.setattr(bpe_chunks, "cut_chunk_bounds", bounds)
+    monkeypatch.setattr(bpe_chunks, "STRIDE", 12)
+    monkeypatch.setattr(bpe_chunks, "OVERLAP", 6)
+    monkeypatch.setattr(bpe_chunks, "RETRIES", 0)
+    monkeypatch.setattr(bpe.BPE, "_segmented", lambda self, texts, joined, n_chars=None: None)
+    assert tokmap.load(exported("llama3")).encode(text, add_special_tokens=False) == ref.cases()[0][1](text)
+    free = np.concatenate(free_seen)
+    assert free.any() and not free.all()
     assert spy["gave_up"] >= 1 and spy["glued"] >= 1 and spy["glued"] + spy["gave_up"] == len(words), spy
 
 
