@@ -156,6 +156,24 @@ def test_chunks_meeting_at_cuts_equal_the_reference(name, testdata, exported, mo
             assert not free.all() and glued, label
 
 
+def test_ranges_that_meet_are_merged_as_they_lie(exported):
+    """BPE._merge_ranges takes ranges that meet (chunks at cuts) as one slice of the bytes, and
+    others by a gather: the same ranges give the same ids either way, and no range gives none."""
+    model = tokmap.load(exported("llama3")).model
+    model._encode_many(["".join(chr(0x4E00 + i) for i in range(400))])  # (readies the batch merge)
+    rng = random.Random(3)
+    raw = np.frombuffer("".join(rng.choice("のはにを日本語猫abc") for _ in range(3000)).encode(), dtype=np.uint8)
+    lead = bpe_chunks.char_starts(raw)
+    bounds = np.unique(np.concatenate(([0], np.sort(rng.sample(lead[1:].tolist(), 200)), [len(raw)])))
+    starts, ends = bounds[:-1], bounds[1:]
+    ids, counts = model._merge_ranges(raw, starts, ends)  # (they meet: the slice)
+    ids2, counts2 = model._merge_ranges(raw, np.append(starts, 0), np.append(ends, ends[0]))  # (a gather)
+    assert np.array_equal(counts, counts2[:-1]) and np.array_equal(ids, ids2[:len(ids)])
+    empty = np.zeros(0, dtype=np.int64)
+    got = model._merge_ranges(raw, empty, empty)
+    assert len(got[0]) == len(got[1]) == 0
+
+
 @pytest.mark.parametrize("seed", range(8))
 @pytest.mark.parametrize("stride,overlap", [(32, 8), (6, 2), (3, 1)])
 def test_toy_vocabularies_with_tiny_chunks(tmp_path, monkeypatch, spy, seed, stride, overlap):

@@ -562,7 +562,7 @@ class BPE(VocabFile):
         import numpy as np
 
         lengths = ends - starts
-        if (starts[1:] == ends[:-1]).all():  # (chunks that meet at cuts: the bytes as they lie)
+        if len(starts) and (starts[1:] == ends[:-1]).all():  # (chunks that meet at cuts: the bytes as they lie)
             craw = raw[int(starts[0]):int(ends[-1])]
         else:
             craw = raw[np.repeat(starts - (np.cumsum(lengths) - lengths), lengths) + np.arange(int(lengths.sum()))]
