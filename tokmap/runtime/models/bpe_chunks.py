@@ -87,22 +87,16 @@ def cut_chunk_bounds(n: int, lead: np.ndarray | None, cuts: np.ndarray, stride: 
     there is nothing to glue, and the overlap's symbols are not merged twice."""
     if stride is None:
         stride = STRIDE if n < WIDE_PIECE else WIDE_STRIDE
-    if overlap is None:
-        overlap = OVERLAP
-    lead = np.arange(n + 1) if lead is None else np.append(lead, n)
-    place = np.arange(1, (n + stride - 1) // stride, dtype=np.int64) * stride  # boundaries 1 ..
-    at = np.searchsorted(cuts, place)
-    cut = np.append(cuts, n)[at]
+    starts, ends = chunk_bounds(n, lead, stride, overlap)
+    place = np.arange(1, len(starts), dtype=np.int64) * stride  # boundary b's place
+    cut = np.append(cuts, n)[np.searchsorted(cuts, place)]  # the first cut at or after it
     free = cut < np.minimum(place + stride // 2, n)
-    starts = np.concatenate(([0], np.where(free, cut, lead[np.searchsorted(lead, place)])))
-    ends = np.concatenate((np.where(free, cut, lead[np.searchsorted(lead, np.minimum(place + overlap, n))]), [n]))
-    keep = ends > starts
-    if keep.all():
+    # (chunk b + 1 starts in [place, place + stride) unless chunk_bounds dropped an empty chunk
+    # before it, a char longer than the stride: then no boundary moves)
+    if free.any() and ((starts[1:] >= place) & (starts[1:] < place + stride)).all():
+        starts[1:][free] = ends[:-1][free] = cut[free]
         return starts, ends, free
-    if keep[:-1].all():  # no char starts after the last boundary's place: the chunk before reaches the end
-        return starts[:-1], ends[:-1], free[:-1]
-    s, e = chunk_bounds(n, lead[:-1], stride, overlap)  # (a char longer than the stride: the plain layout)
-    return s, e, np.zeros(len(s) - 1, dtype=bool)
+    return starts, ends, np.zeros(len(place), dtype=bool)
 
 
 def run_layout(n: int, probe: list[int]):
