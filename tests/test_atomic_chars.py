@@ -146,6 +146,103 @@ def test_tables_use_their_flags_and_leave_out_interruptible_characters(tmp_path)
     assert left_out > 0 and len(flags_seen) > 1, (left_out, flags_seen)
 
 
+def _holds_beside(keys, vocab, tid, states, side, byte) -> bool:
+    """Brute force over every merge: beside a neighbour whose edge byte is `byte` (its last byte on
+    the left, side 0; its first on the right, side 1), every merge crossing that edge of the char
+    ranks above the merge pending inside it, and every such merge with the char's token above all
+    of its own."""
+    top = max(p for _x, _z, p in states)
+    for key, (r, _res) in keys.items():
+        left, right = key >> 32, key & 0xFFFFFFFF
+        own, other = (right, vocab[left][-1]) if side == 0 else (left, vocab[right][0])
+        if other != byte:
+            continue
+        if own == tid and r <= top:
+            return False
+        if any(own == st[side] and r <= st[2] for st in states):
+            return False
+    return True
+
+
+def test_edge_masks_hold_by_brute_force(tmp_path):
+    """atomic_edges, across seeds: a mask bit is set exactly when the brute-force condition holds
+    beside that edge byte, only for a side whose kind's flag is unset, and every char with a mask
+    is in atomic_chars (some with no flag at all)."""
+    pairs_seen = no_flag = 0
+    for seed in range(10):
+        rng = random.Random(f"atomic-{seed}")
+        doc, vocab = _toy(rng, 120)
+        src = tmp_path / f"t{seed}.json"
+        src.write_text(json.dumps(_byte_level_input(doc)), encoding="utf-8")
+        out = tmp_path / f"t{seed}.mtok"
+        tokmap.export(src, out)
+        f = MtokFile(out)
+        table = np.frombuffer(f.view(mtok.SECTION_ATOMIC_CHARS, mtok.U64), dtype="<u8").tolist()
+        listed = {e >> 40: (e >> 32 & 0xFF, e & 0xFFFFFFFF) for e in table}
+        pairs = np.frombuffer(f.view(mtok.SECTION_ATOMIC_EDGES, mtok.U64), dtype="<u8").tolist()
+        stored = {(k >> 1, k & 1): m for k, m in zip(pairs[0::2], pairs[1::2])}
+        model = tokmap.load(out).model
+        keys = {k: (r, res) for k, r, res in zip(np.frombuffer(model.keys, "<u8").tolist(), list(model.ranks),
+                                                 list(model.results))}
+        for c in CHARS[3:]:
+            data = c.encode()
+            tid = vocab.index(data)
+            states, final = _solo_states(data, model.byte_ids, keys)
+            if final != [tid] or not states or ord(c) >= 0x10000:
+                assert not any((ord(c), side) in stored for side in (0, 1))
+                continue
+            flags = listed.get(ord(c), (0, None))[0]
+            for side, kind_bit, base in ((0, 2, 0x80), (1, 8, 0xC0)):
+                mask = stored.get((ord(c), side), 0)
+                if flags & kind_bit:
+                    assert not mask
+                    continue
+                want = sum(1 << b for b in range(64) if _holds_beside(keys, vocab, tid, states, side, base + b))
+                assert mask == want, (seed, c, side, hex(mask), hex(want))
+                if mask:
+                    pairs_seen += 1
+                    assert ord(c) in listed and listed[ord(c)][1] == tid
+                    no_flag += listed[ord(c)][0] == 0
+    assert pairs_seen > 0 and no_flag > 0, (pairs_seen, no_flag)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_edge_masks_encode_like_tokenizers(tmp_path, monkeypatch, seed):
+    """With the BMP index (and so the masks) from the first batch: toy vocabularies whose chars
+    meet every kind of neighbour, ids equal tokenizers', and the masks start more chars from
+    their token than the flags alone."""
+    from tokmap.runtime.models import bpe, premerge
+
+    monkeypatch.setattr(bpe, "BMP_INDEX_CHARS", 0)
+    rng = random.Random(f"edges-{seed}")
+    out, ref = export_toy(tmp_path, rng, 160)
+    words = ["".join(rng.choice(CHARS[3:] if rng.random() < 0.8 else CHARS[:2]) for _ in range(rng.randint(1, 12)))
+             for _ in range(3000)]
+    text = " ".join(words)
+    counts = []
+    real = premerge.premerge_chars
+
+    def counting(sym, raw, lengths, table, bmp=None, edges=None):
+        got = real(sym, raw, lengths, table, bmp, edges)
+        counts.append((len(sym) - len(got[0]), edges is not None))
+        return got
+
+    monkeypatch.setattr(premerge, "premerge_chars", counting)
+    tok = tokmap.load(out)
+    assert tok.encode(text) == ref.encode(text).ids
+    model = tok.model
+    assert model._atomic_bmp is not None
+    if model._atomic_edges is None:  # (a seed whose every char kept its flags: no pair to store)
+        assert not len(MtokFile(out).view(mtok.SECTION_ATOMIC_EDGES, mtok.U64))
+        return
+    raw = np.frombuffer(text.encode(), dtype=np.uint8)
+    lengths = np.array([len(text.encode())], dtype=np.int64)
+    with_masks = real(raw.astype(np.int64), raw, lengths, model._atomic, model._atomic_bmp, model._atomic_edges)
+    flags_only = real(raw.astype(np.int64), raw, lengths, model._atomic, model._atomic_bmp)
+    assert len(with_masks[0]) < len(flags_only[0])
+    assert counts and all(e for _n, e in counts)
+
+
 def test_premerge_respects_word_edges_and_neighbours():
     # one 3-byte character (U+65E5, id 300) allowed only with multi-byte neighbours on both sides
     table = np.array([(0x65E5 << 40) | ((2 | 8) << 32) | 300], dtype="<u8")
@@ -159,10 +256,13 @@ def test_premerge_respects_word_edges_and_neighbours():
     assert sym.tolist()[:1] == [300] and sym.tolist()[5:7] == [300, 300]
 
 
-def _premerge_by_hand(words, table):
+def _premerge_by_hand(words, table, masks=None):
     """premerge_chars' definition, char by char: a multi-byte char with an entry becomes its token
     when each side is a word edge or a neighbour its flags allow (1/2: ASCII/multi-byte on the
-    left, 4/8 on the right); everything else stays bytes."""
+    left, 4/8 on the right), or a multi-byte neighbour whose edge byte its masks allow (masks:
+    code point -> (left mask, right mask), bit b for a last byte 0x80 + b / a first byte 0xC0 + b);
+    everything else stays bytes."""
+    masks = masks or {}
     entries = {int(e) >> 40: (int(e) >> 32 & 0xFF, int(e) & 0xFFFFFFFF) for e in table}
     sym, lens, raw, single = [], [], [], []
     for w in words:
@@ -173,8 +273,11 @@ def _premerge_by_hand(words, table):
             hit = entries.get(cp) if size > 1 else None
             if hit is not None:
                 flags, tid = hit
-                left = i == 0 or flags & (1 if b[i - 1] < 0x80 else 2)
-                right = i + size == len(b) or flags & (4 if b[i + size] < 0x80 else 8)
+                lm, rm = masks.get(cp, (0, 0))
+                left = i == 0 or flags & (1 if b[i - 1] < 0x80 else 2) or (
+                    b[i - 1] >= 0x80 and lm >> (b[i - 1] - 0x80) & 1)
+                right = i + size == len(b) or flags & (4 if b[i + size] < 0x80 else 8) or (
+                    b[i + size] >= 0xC0 and rm >> (b[i + size] - 0xC0) & 1)
                 if left and right:
                     sym.append(tid), raw.append(b[i]), single.append(False)
                     n, i = n + 1, i + size
@@ -190,7 +293,7 @@ def _premerge_by_hand(words, table):
 def test_premerge_equals_its_definition(seed):
     """premerge_chars, with and without the BMP index, on random words of 1- to 4-byte chars and
     random tables with random flags."""
-    from tokmap.runtime.models.premerge import bmp_index
+    from tokmap.runtime.models.premerge import bmp_index, edge_index
 
     r = random.Random(seed)
     alphabet = ["a", "Z", " ", "\u00e9", "\u00df", "\u65e5", "\u672c", "\uac00", "\U0001F600", "\U00020000"]
@@ -205,6 +308,23 @@ def test_premerge_equals_its_definition(seed):
         sym, new_len, new_raw, single = premerge_chars(1000 + raw.astype(np.int64), raw, lengths, table, bmp)
         single = np.ones(len(sym), bool) if single is None else single
         assert (sym.tolist(), new_len.tolist(), new_raw.tolist(), single.tolist()) == want
+    # With atomic_edges masks (the BMP index only): random masks over the neighbours' edge bytes
+    # that occur here, for listed BMP chars and chars listed in no pair (no row: flags alone).
+    edge_bytes = sorted({b for c in alphabet for b in c.encode() if b >= 0x80})
+    masks = {}
+    for e in table.tolist():
+        cp = e >> 40
+        if cp < 0x10000 and r.random() < 0.8:
+            masks[cp] = tuple(sum(1 << (b & 0x3F) for b in edge_bytes if r.random() < 0.5 and lo <= b < hi)
+                              for lo, hi in ((0x80, 0xC0), (0xC0, 0x100)))
+    pairs = np.array([v for cp in sorted(masks) for side in (0, 1) if masks[cp][side]
+                      for v in ((cp << 1) | side, masks[cp][side])], dtype="<u8")
+    want = _premerge_by_hand(words, table, masks)
+    assert want != _premerge_by_hand(words, table), "the masks premerge some chars the flags do not"
+    sym, new_len, new_raw, single = premerge_chars(1000 + raw.astype(np.int64), raw, lengths, table,
+                                                   bmp_index(table), edge_index(pairs))
+    single = np.ones(len(sym), bool) if single is None else single
+    assert (sym.tolist(), new_len.tolist(), new_raw.tolist(), single.tolist()) == want
 
 
 def test_damaged_atomic_chars_is_refused(tmp_path):
@@ -245,3 +365,51 @@ def test_bmp_index_only_for_batches_of_many_chars(exported, corpus, testdata):
     assert sum(len(c.encode()) > 1 for c in text) > bpe.BMP_INDEX_CHARS
     assert tok.encode_ordinary(text) == ref.tok.encode_ordinary(text)
     assert model._atomic_bmp is not None
+
+
+@pytest.mark.parametrize("damage,match", [
+    (lambda a: a[2:][::-1], "not ascending"),
+    (lambda a: a[:-1], "not in pairs"),
+    (lambda a: np.append(a, np.array([0x10000 << 1, 1], dtype="<u8")), "out of range"),
+])
+def test_damaged_atomic_edges_is_refused(tmp_path, monkeypatch, damage, match):
+    """A mask set wrongly would change ids, not speed: bad layouts are refused at the first batch
+    that builds the BMP index, naming the section and its offset; without the section the ids are
+    the same."""
+    from conftest import testdata_file
+    from test_hostile_files import check_error, with_section, write
+
+    from tokmap.runtime.models import bpe
+
+    monkeypatch.setattr(bpe, "BMP_INDEX_CHARS", 0)
+    path = tmp_path / "gpt2.mtok"
+    tokmap.export(testdata_file("models/tiktoken/gpt2.tiktoken"), path)
+    sid = mtok.SECTION_ATOMIC_EDGES
+    pairs = np.frombuffer(MtokFile(path).view(sid, mtok.U64), dtype="<u8").copy()
+    assert len(pairs) >= 4, "gpt2 has chars whose kind of neighbour fails"
+    bad = write(tmp_path, with_section(path, sid, damage(pairs).astype("<u8").tobytes(), mtok.U64), "bad.mtok")
+    text = open(testdata_file("corpus/multi.txt"), encoding="utf-8").read()[:60000]
+    with pytest.raises(tokmap.FormatError) as ei:
+        tokmap.load(bad).encode_ordinary(text)
+    check_error(ei.value, bad, "atomic_edges", MtokFile(bad).sections[sid][1], match)
+    bare = write(tmp_path, with_section(path, sid, None), "bare.mtok")
+    assert tokmap.load(bare).encode_ordinary(text) == tokmap.load(path).encode_ordinary(text)
+
+
+def test_flipped_bit_in_atomic_edges_is_refused(tmp_path, monkeypatch):
+    from conftest import testdata_file
+    from test_hostile_files import check_error, write
+
+    from tokmap.runtime.models import bpe
+
+    monkeypatch.setattr(bpe, "BMP_INDEX_CHARS", 0)
+    path = tmp_path / "gpt2.mtok"
+    tokmap.export(testdata_file("models/tiktoken/gpt2.tiktoken"), path)
+    sid = mtok.SECTION_ATOMIC_EDGES
+    data = bytearray(path.read_bytes())
+    off = MtokFile(path).sections[sid][1]
+    data[off + 9] ^= 0x04  # a mask bit
+    bad = write(tmp_path, bytes(data))
+    with pytest.raises(tokmap.FormatError) as ei:
+        tokmap.load(bad).encode_ordinary("日本語のテキスト" * 100)
+    check_error(ei.value, bad, "atomic_edges", off, "checksum")

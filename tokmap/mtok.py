@@ -90,6 +90,8 @@ SECTION_PIECE_HASH = 18  # u64[]: ascending hash32 << 32 | id of each token a pi
 #                          bytes encodes to (bpe_batch.piece_hashes), for a bulk whole-piece lookup
 SECTION_ATOMIC_CHARS = 19  # u64[]: ascending code_point << 40 | flags << 32 | id of characters BPE
 #                            always forms first (exporter/atomic_chars.py)
+SECTION_ATOMIC_EDGES = 26  # u64[] pairs: ascending code_point << 1 | side, then a mask of the neighbour
+#                            edge bytes beside which an atomic char forms first, where its kind's flag fails
 SECTION_CUT_WINDOWS = 22  # u32[]: ascending 3-byte windows inside merge results that span a UTF-8
 #                           continuation -> lead step, and 2-byte such results (runtime/models/bpe_cuts.py)
 # WordPiece speed-up: the text of each token of SORTED_IDS, each followed by "\n", in that order;
@@ -126,6 +128,7 @@ SECTION_NAMES = {
     SECTION_UNREACHED: "unreached",
     SECTION_PIECE_HASH: "piece_hash",
     SECTION_ATOMIC_CHARS: "atomic_chars",
+    SECTION_ATOMIC_EDGES: "atomic_edges",
     SECTION_CUT_WINDOWS: "cut_windows",
     SECTION_TOKEN_TEXT: "token_text",
     SECTION_WORDPIECE_CONT: "wordpiece_cont",

@@ -110,7 +110,7 @@ def _char_cut_sections(sections, token_bytes, regular, results) -> None:
 
 def _bpe_aux(sections, token_bytes, regular, byte_ids, table, bitmap, keys, ignore_merges) -> None:
     """Byte-level sections derived from the merge table (keys, ranks, results as numpy) and its
-    non-monotone bitmap: unreached ids, piece_hash, atomic_chars, cut_windows."""
+    non-monotone bitmap: unreached ids, piece_hash, atomic_chars and atomic_edges, cut_windows."""
     import numpy as np
 
     from ..runtime.models.bpe_batch import BatchMerger
@@ -126,7 +126,9 @@ def _bpe_aux(sections, token_bytes, regular, byte_ids, table, bitmap, keys, igno
     skip = set() if ignore_merges else set(unreached)
     whole = [i for i in regular if len(token_bytes[i]) > 1 and i not in skip]
     sections[mtok.SECTION_PIECE_HASH] = (mtok.U64, piece_hash_table(token_bytes, whole))
-    sections[mtok.SECTION_ATOMIC_CHARS] = (mtok.U64, atomic_char_table(keys, token_bytes, regular, byte_ids))
+    atomic, edges = atomic_char_table(keys, token_bytes, regular, byte_ids)
+    sections[mtok.SECTION_ATOMIC_CHARS] = (mtok.U64, atomic)
+    sections[mtok.SECTION_ATOMIC_EDGES] = (mtok.U64, edges)
     tb = np.frombuffer(b"".join(token_bytes), dtype=np.uint8)
     off = np.concatenate(([0], np.cumsum([len(t) for t in token_bytes])))
     sections[mtok.SECTION_CUT_WINDOWS] = (mtok.U32, window_keys(tb, off, res).astype("<u4").tobytes())

@@ -85,6 +85,7 @@ class BPE(VocabFile):
         self._unreached_h = None  # piece hashes of the unreached tokens, with _whole
         self._atomic = None  # the atomic_chars section as numpy, once batching starts ...
         self._atomic_bmp = None  # ... and its BMP entries by code point (premerge.bmp_index)
+        self._atomic_edges = None  # ... and the atomic_edges section's masks (premerge.edge_index), with it
         self._present = None  # bpe_batch.hash_filter of the piece_hash table, once a batch is large
         self._tok_len = None  # byte length of every token (numpy), for bpe_chunks.glue ...
         self._longest = None  # ... and the longest
@@ -620,7 +621,29 @@ class BPE(VocabFile):
         bmp = self._atomic_bmp
         if bmp is None and np.count_nonzero(raw >= 0xC0) >= BMP_INDEX_CHARS:
             bmp = self._atomic_bmp = bmp_index(self._atomic)
-        return premerge_chars(sym, raw, lengths, self._atomic, bmp)
+            self._atomic_edges = self._edge_index()
+        return premerge_chars(sym, raw, lengths, self._atomic, bmp, self._atomic_edges if bmp is not None else None)
+
+    def _edge_index(self):
+        """premerge.edge_index of the atomic_edges section, or None without one. A mask bit set
+        wrongly would premerge a char that BPE joins to its neighbour first (a wrong id, not a
+        slow one), so the section's checksum is checked first, and keys out of order or range
+        are refused."""
+        import numpy as np
+
+        from .premerge import edge_index
+
+        f = self._f
+        sid = mtok.SECTION_ATOMIC_EDGES
+        if not f.has(sid):
+            return None
+        f.verify_section(sid)
+        pairs = np.frombuffer(f.view(sid, mtok.U64), dtype="<u8")
+        key = pairs[0::2]
+        if len(pairs) % 2 or (len(key) and (int(key[-1]) >> 1 > 0xFFFF or not (key[1:] > key[:-1]).all())):
+            raise FormatError(f.path, "inconsistent file: entries out of range, not ascending or not in pairs",
+                              section=mtok.section_name(sid), offset=f.sections[sid][1])
+        return edge_index(pairs)
 
     def _start_batch(self):
         import numpy as np

@@ -27,6 +27,25 @@ def bmp_index(table: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return flags, ids
 
 
+def edge_index(pairs: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The atomic_edges pairs (u64: code_point << 1 | side, mask; keys ascending, BMP code points,
+    side 0 or 1: the caller checked) as premerge_chars takes them: (row per code point, uint32,
+    0 where none, one past U+FFFF too: astral chars clip there; left masks by row; right masks)."""
+    key, mask = pairs[0::2], pairs[1::2]
+    cp = (key >> np.uint64(1)).astype(np.int64)
+    side = (key & np.uint64(1)).astype(bool)
+    distinct = np.concatenate(([True], cp[1:] != cp[:-1])) if len(cp) else np.zeros(0, dtype=bool)
+    row = np.cumsum(distinct)  # 1 .. chars, each pair's char (keys ascending: a char's pairs adjoin)
+    row_of = np.zeros(0x10001, dtype=np.uint32)
+    row_of[cp] = row
+    n = int(row[-1]) + 1 if len(row) else 1
+    left = np.zeros(n, dtype=np.uint64)
+    right = np.zeros(n, dtype=np.uint64)
+    left[row[~side]] = mask[~side]
+    right[row[side]] = mask[side]
+    return row_of, left, right
+
+
 def _entries(table: np.ndarray, cp: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(flags, ids) of code points cp as bmp_index has them, by binary search in table."""
     entry = table[np.minimum(np.searchsorted(table, cp.astype(np.uint64) << np.uint64(40)), len(table) - 1)]
@@ -36,12 +55,14 @@ def _entries(table: np.ndarray, cp: np.ndarray) -> tuple[np.ndarray, np.ndarray]
 
 
 def premerge_chars(sym: np.ndarray, raw: np.ndarray, lengths: np.ndarray, table: np.ndarray,
-                   bmp: tuple | None = None):
+                   bmp: tuple | None = None, edges: tuple | None = None):
     """(symbols, lengths, raw, single) with each atomic character's bytes replaced by its token:
     raw and single (None when nothing changed) as merge() takes them. sym: the words'
     byte symbols (byte_ids[raw]); table: the atomic_chars entries, code_point << 40 | flags << 32 |
     id, ascending (flags: 1/2 ASCII/multi-byte neighbour on the left allowed, 4/8 on the right);
-    bmp: bmp_index(table), optional. Every word holds at least one byte, and raw is whole UTF-8
+    bmp: bmp_index(table), optional; edges: edge_index of the atomic_edges section, optional (with
+    bmp only), for the chars whose neighbour's kind fails but whose neighbour's edge byte passes.
+    Every word holds at least one byte, and raw is whole UTF-8
     chars (a str's encoding), so a char's bytes never pass raw's end. Costs O(multi-byte chars)
     but for the word map and the final compaction.
 
@@ -97,6 +118,8 @@ def premerge_chars(sym: np.ndarray, raw: np.ndarray, lengths: np.ndarray, table:
     ok &= (right != 0) | edge[after]
     del left, right, after
     ok &= flags >= PRESENT
+    if edges is not None:
+        _by_neighbour(ok, edges, flags, cp, lead, size, pad, edge)
     ok = np.flatnonzero(ok)
     if not len(ok):
         return sym, lengths, raw, None
@@ -133,3 +156,28 @@ def premerge_chars(sym: np.ndarray, raw: np.ndarray, lengths: np.ndarray, table:
     single = np.ones(len(idx), dtype=bool)
     single[at] = False
     return out, new_len, raw[idx], single
+
+
+def _by_neighbour(ok, edges, flags, cp, lead, size, pad, edge) -> None:
+    """Set ok for the chars the kind of neighbour failed but the neighbour's own edge byte passes:
+    edges = (row per BMP code point, 0 for none; left masks; right masks), bit b & 0x3F of a
+    mask set when the proof holds beside a neighbour whose edge byte is b (a continuation byte
+    on the left, a lead byte on the right)."""
+    row_of, lmask, rmask = edges
+    miss = np.flatnonzero(~ok & (flags >= PRESENT))
+    if not len(miss):
+        return
+    row = np.take(row_of, cp[miss], mode="clip")  # (an astral char clips to the last entry: 0)
+    has = np.flatnonzero(row)
+    if not len(has):
+        return
+    miss, row = miss[has], row[has].astype(np.int64)
+    at = lead[miss]
+    after = at + size[miss]
+    fl = flags[miss]
+    prev, nxt = pad[at], pad[1:][after]
+    lok = edge[at] | ((np.subtract(2, prev < 0x80, dtype=np.uint8) & fl) != 0)
+    lok |= ((prev & 0xC0) == 0x80) & (((lmask[row] >> (prev & 0x3F).astype(np.uint64)) & np.uint64(1)) != 0)
+    rok = edge[after] | ((np.subtract(2, nxt < 0x80, dtype=np.uint8) & (fl >> 2)) != 0)
+    rok |= (nxt >= 0xC0) & (((rmask[row] >> (nxt & 0x3F).astype(np.uint64)) & np.uint64(1)) != 0)
+    ok[miss[lok & rok]] = True
