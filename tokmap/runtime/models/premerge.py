@@ -30,7 +30,9 @@ def bmp_index(table: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 def edge_index(pairs: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The atomic_edges pairs (u64: code_point << 1 | side, mask; keys ascending, BMP code points,
     side 0 or 1: the caller checked) as premerge_chars takes them: (row per code point, uint32,
-    0 where none, one past U+FFFF too: astral chars clip there; left masks by row; right masks)."""
+    0 where none, one past U+FFFF too: astral chars clip there; left masks by row, as 64 bools a
+    row: bit b of row r at r * 64 + b, one gather where a uint64 shift took four passes; right
+    masks alike)."""
     key, mask = pairs[0::2], pairs[1::2]
     cp = (key >> np.uint64(1)).astype(np.int64)
     side = (key & np.uint64(1)).astype(bool)
@@ -43,7 +45,12 @@ def edge_index(pairs: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     right = np.zeros(n, dtype=np.uint64)
     left[row[~side]] = mask[~side]
     right[row[side]] = mask[side]
-    return row_of, left, right
+    return row_of, _bits(left), _bits(right)
+
+
+def _bits(masks: np.ndarray) -> np.ndarray:
+    """Each uint64 mask as 64 bools, bit b of mask r at r * 64 + b."""
+    return np.unpackbits(masks.astype("<u8").view(np.uint8), bitorder="little").astype(bool)
 
 
 def _entries(table: np.ndarray, cp: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -160,9 +167,8 @@ def premerge_chars(sym: np.ndarray, raw: np.ndarray, lengths: np.ndarray, table:
 
 def _by_neighbour(ok, edges, flags, cp, lead, size, pad, edge) -> None:
     """Set ok for the chars the kind of neighbour failed but the neighbour's own edge byte passes:
-    edges = (row per BMP code point, 0 for none; left masks; right masks), bit b & 0x3F of a
-    mask set when the proof holds beside a neighbour whose edge byte is b (a continuation byte
-    on the left, a lead byte on the right)."""
+    edges = edge_index(...), bit b & 0x3F of a row's mask set when the proof holds beside a
+    neighbour whose edge byte is b (a continuation byte on the left, a lead byte on the right)."""
     row_of, lmask, rmask = edges
     miss = np.flatnonzero(~ok & (flags >= PRESENT))
     if not len(miss):
@@ -171,13 +177,15 @@ def _by_neighbour(ok, edges, flags, cp, lead, size, pad, edge) -> None:
     has = np.flatnonzero(row)
     if not len(has):
         return
-    miss, row = miss[has], row[has].astype(np.int64)
+    miss = miss[has]
+    row = row[has].astype(np.int64)
+    row <<= 6
     at = lead[miss]
     after = at + size[miss]
     fl = flags[miss]
     prev, nxt = pad[at], pad[1:][after]
     lok = edge[at] | ((np.subtract(2, prev < 0x80, dtype=np.uint8) & fl) != 0)
-    lok |= ((prev & 0xC0) == 0x80) & (((lmask[row] >> (prev & 0x3F).astype(np.uint64)) & np.uint64(1)) != 0)
+    lok |= ((prev & 0xC0) == 0x80) & lmask[row + (prev & 0x3F)]
     rok = edge[after] | ((np.subtract(2, nxt < 0x80, dtype=np.uint8) & (fl >> 2)) != 0)
-    rok |= (nxt >= 0xC0) & (((rmask[row] >> (nxt & 0x3F).astype(np.uint64)) & np.uint64(1)) != 0)
+    rok |= (nxt >= 0xC0) & rmask[row + (nxt & 0x3F)]
     ok[miss[lok & rok]] = True
