@@ -222,9 +222,9 @@ def test_edge_masks_encode_like_tokenizers(tmp_path, monkeypatch, seed):
     counts = []
     real = premerge.premerge_chars
 
-    def counting(sym, raw, lengths, table, bmp=None, edges=None):
-        got = real(sym, raw, lengths, table, bmp, edges)
-        counts.append((len(sym) - len(got[0]), edges is not None))
+    def counting(sym, raw, lengths, table, bmp=None, edges=None, by_byte=None):
+        got = real(sym, raw, lengths, table, bmp, edges, by_byte)
+        counts.append((len(raw) - len(got[0]), edges is not None))
         return got
 
     monkeypatch.setattr(premerge, "premerge_chars", counting)
@@ -304,8 +304,13 @@ def test_premerge_equals_its_definition(seed):
     raw = np.frombuffer("".join(words).encode(), dtype=np.uint8)
     lengths = np.array([len(w.encode()) for w in words], dtype=np.int64)
     want = _premerge_by_hand(words, table)
+    by_byte = 1000 + np.arange(256, dtype=np.int64)
     for bmp in (None, bmp_index(table)):
         sym, new_len, new_raw, single = premerge_chars(1000 + raw.astype(np.int64), raw, lengths, table, bmp)
+        single = np.ones(len(sym), bool) if single is None else single
+        assert (sym.tolist(), new_len.tolist(), new_raw.tolist(), single.tolist()) == want
+        # the symbols made from each byte's (only the kept bytes'): the same
+        sym, new_len, new_raw, single = premerge_chars(None, raw, lengths, table, bmp, by_byte=by_byte)
         single = np.ones(len(sym), bool) if single is None else single
         assert (sym.tolist(), new_len.tolist(), new_raw.tolist(), single.tolist()) == want
     # With atomic_edges masks (the BMP index only): random masks over the neighbours' edge bytes
@@ -321,10 +326,11 @@ def test_premerge_equals_its_definition(seed):
                       for v in ((cp << 1) | side, masks[cp][side])], dtype="<u8")
     want = _premerge_by_hand(words, table, masks)
     assert want != _premerge_by_hand(words, table), "the masks premerge some chars the flags do not"
-    sym, new_len, new_raw, single = premerge_chars(1000 + raw.astype(np.int64), raw, lengths, table,
-                                                   bmp_index(table), edge_index(pairs))
-    single = np.ones(len(sym), bool) if single is None else single
-    assert (sym.tolist(), new_len.tolist(), new_raw.tolist(), single.tolist()) == want
+    for sym0, byte_syms in ((1000 + raw.astype(np.int64), None), (None, by_byte)):
+        sym, new_len, new_raw, single = premerge_chars(sym0, raw, lengths, table, bmp_index(table),
+                                                       edge_index(pairs), byte_syms)
+        single = np.ones(len(sym), bool) if single is None else single
+        assert (sym.tolist(), new_len.tolist(), new_raw.tolist(), single.tolist()) == want
 
 
 def test_damaged_atomic_chars_is_refused(tmp_path):

@@ -78,7 +78,7 @@ class BPE(VocabFile):
         self._long = LongPieces()  # the pieces longer than CACHE_PIECE in piece_cache
         self._f = f
         self._batch = None  # BatchMerger, built on the first large miss set
-        self._byte_ids_np = self._byte_ids_u32 = None
+        self._byte_ids_np = self._byte_ids_u32 = self._byte_gaps = None
         self._unreached = None  # ids of tokens merging does not reach (see _merge_words)
         self._unreached_bytes = None  # ... their bytes, for files without a piece_hash section
         self._piece_hash = None  # (piece_hash table, token bytes, offsets) as numpy, once batching starts
@@ -393,12 +393,13 @@ class BPE(VocabFile):
             # (positions + take, not a boolean mask: twice as fast here, as is a uint32 table's take)
             mraw, mlen = (raw, lengths) if n_miss == n else (raw.take(np.flatnonzero(np.repeat(miss, lengths))),
                                                              lengths[miss])
-            sym = self._byte_ids_u32.take(mraw)
-            if (sym == mtok.NO_ID).any():
+            if self._byte_gaps is not None and self._byte_gaps.take(mraw).any():
                 return None
             single = None
             if self._atomic is not None:  # characters whose token BPE forms first: start from it
-                sym, mlen, mraw, single = self._premerge(sym, mraw, mlen)
+                sym, mlen, mraw, single = self._premerge(mraw, mlen)
+            else:
+                sym = self._byte_ids_u32.take(mraw)
             mfinal, mcounts = self._batch.merge(sym, mlen, self._merge, min_yield, mraw, single, self._byte_ids_np)
             counts[miss] = mcounts
         ends = np.cumsum(counts)
@@ -567,12 +568,13 @@ class BPE(VocabFile):
             craw = raw[int(starts[0]):int(ends[-1])]
         else:
             craw = raw[np.repeat(starts - (np.cumsum(lengths) - lengths), lengths) + np.arange(int(lengths.sum()))]
-        sym = self._byte_ids_u32.take(craw)
-        if (sym == mtok.NO_ID).any():
+        if self._byte_gaps is not None and self._byte_gaps.take(craw).any():
             return None
         single, mlen = None, lengths
         if self._atomic is not None:
-            sym, mlen, craw, single = self._premerge(sym, craw, lengths)
+            sym, mlen, craw, single = self._premerge(craw, lengths)
+        else:
+            sym = self._byte_ids_u32.take(craw)
         ids, counts = self._batch.merge(sym, mlen, self._merge, 0, craw, single, self._byte_ids_np)
         return ids.astype(np.int64), counts
 
@@ -611,7 +613,7 @@ class BPE(VocabFile):
             raise FormatError(f.path, f"inconsistent file: {e}", section="piece_hash",
                               offset=f.sections[mtok.SECTION_PIECE_HASH][1]) from None
 
-    def _premerge(self, sym, raw, lengths):
+    def _premerge(self, raw, lengths):
         """premerge.premerge_chars, with its BMP index built once a batch holds enough multi-byte
         chars to pay for it (~4 ms; a binary search each otherwise: en.txt has one, its BOM)."""
         import numpy as np
@@ -622,7 +624,8 @@ class BPE(VocabFile):
         if bmp is None and np.count_nonzero(raw >= 0xC0) >= BMP_INDEX_CHARS:
             bmp = self._atomic_bmp = bmp_index(self._atomic)
             self._atomic_edges = self._edge_index()
-        return premerge_chars(sym, raw, lengths, self._atomic, bmp, self._atomic_edges if bmp is not None else None)
+        return premerge_chars(None, raw, lengths, self._atomic, bmp, self._atomic_edges if bmp is not None else None,
+                              self._byte_ids_u32)
 
     def _edge_index(self):
         """premerge.edge_index of the atomic_edges section, or None without one. A mask bit set
@@ -668,6 +671,8 @@ class BPE(VocabFile):
                               offset=f.sections[sid][1]) from None
         self._byte_ids_np = np.array(self.byte_ids, dtype=np.int64)
         self._byte_ids_u32 = self._byte_ids_np.astype(np.uint32)  # (a byte's symbol: NO_ID stays NO_ID)
+        gaps = self._byte_ids_u32 == mtok.NO_ID
+        self._byte_gaps = gaps if gaps.any() else None  # the bytes with no token, when there are any
         if f.has(mtok.SECTION_ATOMIC_CHARS):  # optional: older files build characters byte by byte
             self._atomic = np.frombuffer(f.view(mtok.SECTION_ATOMIC_CHARS, mtok.U64), dtype="<u8")
             if len(self._atomic) and int((self._atomic & np.uint64(0xFFFFFFFF)).max()) >= len(self.off) - 1:

@@ -516,9 +516,15 @@ class BatchMerger:
             # Every adjacent pair, those across two words too: their codes are then overwritten by
             # bound below, and no mask is built or applied (boolean masks copy slowly in numpy).
             if raw is not None and byte_ids is not None:
-                code[:-1] = self.byte_pair_codes((raw[:-1].astype(np.int32) << 8) | raw[1:], byte_ids)
-                if single is not None:  # pairs with a premerged char: searched (its raw is no byte)
-                    other = np.flatnonzero(~(single[:-1] & single[1:]))
+                both = None if single is None else single[:-1] & single[1:]
+                bytes_at = None if both is None else np.flatnonzero(both)
+                if bytes_at is None or 2 * len(bytes_at) > len(both):
+                    code[:-1] = self.byte_pair_codes((raw[:-1].astype(np.int32) << 8) | raw[1:], byte_ids)
+                else:  # (mostly premerged chars, CJK: only the pairs of two bytes, not every pair)
+                    code[bytes_at] = self.byte_pair_codes((raw[bytes_at].astype(np.int32) << 8) | raw[bytes_at + 1],
+                                                          byte_ids)
+                if both is not None:  # pairs with a premerged char: searched (its raw is no byte)
+                    other = np.flatnonzero(~both)
                     code[other] = self.codes(sym.take(other), sym.take(other + 1), screen)
             else:
                 code[:-1] = self.codes(sym[:-1], sym[1:], screen)

@@ -61,11 +61,12 @@ def _entries(table: np.ndarray, cp: np.ndarray) -> tuple[np.ndarray, np.ndarray]
     return flags, (entry & np.uint64(0xFFFFFFFF)).astype(np.uint32)
 
 
-def premerge_chars(sym: np.ndarray, raw: np.ndarray, lengths: np.ndarray, table: np.ndarray,
-                   bmp: tuple | None = None, edges: tuple | None = None):
+def premerge_chars(sym: np.ndarray | None, raw: np.ndarray, lengths: np.ndarray, table: np.ndarray,
+                   bmp: tuple | None = None, edges: tuple | None = None, by_byte: np.ndarray | None = None):
     """(symbols, lengths, raw, single) with each atomic character's bytes replaced by its token:
     raw and single (None when nothing changed) as merge() takes them. sym: the words'
-    byte symbols (byte_ids[raw]); table: the atomic_chars entries, code_point << 40 | flags << 32 |
+    byte symbols (byte_ids[raw]), or None with by_byte (the symbol of each byte value): then made
+    here for the bytes kept only (Llama 3 over wagahai.txt: 1 MB of bytes, 370K kept); table: the atomic_chars entries, code_point << 40 | flags << 32 |
     id, ascending (flags: 1/2 ASCII/multi-byte neighbour on the left allowed, 4/8 on the right);
     bmp: bmp_index(table), optional; edges: edge_index of the atomic_edges section, optional (with
     bmp only), for the chars whose neighbour's kind fails but whose neighbour's edge byte passes.
@@ -80,7 +81,7 @@ def premerge_chars(sym: np.ndarray, raw: np.ndarray, lengths: np.ndarray, table:
     19.5 -> 13.8 ms (min of 5, the captured arrays)."""
     lead = np.flatnonzero(raw >= 0xC0)
     if not len(lead) or not len(table):
-        return sym, lengths, raw, None
+        return (by_byte.take(raw) if sym is None else sym), lengths, raw, None
     pad = np.zeros(len(raw) + 5, dtype=np.uint8)  # pad[k + 1] = raw[k]: one byte before, four after
     pad[1:len(raw) + 1] = raw
     b0 = pad[1:][lead]
@@ -129,20 +130,20 @@ def premerge_chars(sym: np.ndarray, raw: np.ndarray, lengths: np.ndarray, table:
         _by_neighbour(ok, edges, flags, cp, lead, size, pad, edge)
     ok = np.flatnonzero(ok)
     if not len(ok):
-        return sym, lengths, raw, None
+        return (by_byte.take(raw) if sym is None else sym), lengths, raw, None
     lok, sok = lead[ok], size[ok]
     tok = np.take(idt, cp[ok], mode="clip") if bmp is not None else ids_all[ok]
     if bmp is not None and len(astral):  # (the astral ones' ids: those looked up above)
         big = np.flatnonzero(sok == 4)
         if len(big):
             tok[big] = astral_ids[np.searchsorted(astral, ok[big])]
-    keep = np.ones(len(sym) + 2, dtype=bool)  # (two past the end: a 2-byte char's "third byte")
+    keep = np.ones(len(raw) + 2, dtype=bool)  # (two past the end: a 2-byte char's "third byte")
     keep[1:][lok] = False  # every char here has 2+ bytes; the third byte goes for 3+ (that of
     keep[2:][lok] = sok < 3  # a 2-byte char is the next char's first, or past the end: kept) ...
     four = np.flatnonzero(sok > 3)
     if len(four):
         keep[3:][lok[four]] = False  # ... and the fourth for 4
-    idx = np.flatnonzero(keep[:len(sym)])
+    idx = np.flatnonzero(keep[:len(raw)])
     # Where each premerged char's lead lands once the continuation bytes are gone: lok less
     # the continuation bytes of the chars before it. (In place over an int64 copy: a cumsum
     # casting the uint8 sizes on the fly took three times as long.)
@@ -158,11 +159,12 @@ def premerge_chars(sym: np.ndarray, raw: np.ndarray, lengths: np.ndarray, table:
     gone -= sok
     gone += 1  # ... and without them
     at = lok - gone
-    out = sym[idx]
+    kept = raw[idx]
+    out = by_byte.take(kept) if sym is None else sym[idx]
     out[at] = tok
     single = np.ones(len(idx), dtype=bool)
     single[at] = False
-    return out, new_len, raw[idx], single
+    return out, new_len, kept, single
 
 
 def _by_neighbour(ok, edges, flags, cp, lead, size, pad, edge) -> None:
