@@ -128,10 +128,11 @@ def atomic_char_table(keys: dict[int, tuple[int, int]], token_bytes: list[bytes]
     symbol ending there ends with) and "starting with a lead byte" is "starting with byte b" (the
     right neighbour's first). A kind fails as soon as one byte of it does, and most do for a
     different byte than the neighbour's: of the CJK chars that Llama 3 could not start from their
-    token in wagahai.txt, nearly 9 in 10 can start from it beside the neighbour they have. Each pair is
-    `code_point << 1 | side, mask` (side 0: left, bit b for a neighbour ending in 0x80 + b; side
-    1: right, bit b for one starting with 0xC0 + b), for BMP chars and a side whose kind's flag is
-    unset, when the mask has a bit; such a char is listed in atomic_chars even with no flag."""
+    token in wagahai.txt, nearly 9 in 10 can start from it beside the neighbour they have. Each
+    pair is `code_point << 1 | side, mask` (side 0: left, bit b for a neighbour ending in 0x80 +
+    b; side 1: right, bit b for one starting with 0xC0 + b), for BMP chars and a side whose kind's
+    flag is unset, when the mask has a bit; such a char is listed in atomic_chars even with no
+    flag."""
     n = len(token_bytes)
     edge = by_byte = None
     entries, pairs = [], []

@@ -4,7 +4,8 @@ of its bytes before the rounds start.
 Building a CJK character's token from its three bytes costs two rounds per distinct character.
 `premerge_chars` puts the character's token in place of its bytes up front wherever the file's
 atomic_chars section (proof: exporter/atomic_chars.py) says that sequential BPE would form it
-before anything crosses its edges, for the kinds of neighbour it has in that word.
+before anything crosses its edges, for the kinds of neighbour it has in that word, or, where a
+kind fails, for the neighbour's own edge byte (the atomic_edges section).
 """
 
 from __future__ import annotations
@@ -64,15 +65,15 @@ def _entries(table: np.ndarray, cp: np.ndarray) -> tuple[np.ndarray, np.ndarray]
 def premerge_chars(sym: np.ndarray | None, raw: np.ndarray, lengths: np.ndarray, table: np.ndarray,
                    bmp: tuple | None = None, edges: tuple | None = None, by_byte: np.ndarray | None = None):
     """(symbols, lengths, raw, single) with each atomic character's bytes replaced by its token:
-    raw and single (None when nothing changed) as merge() takes them. sym: the words'
-    byte symbols (byte_ids[raw]), or None with by_byte (the symbol of each byte value): then made
-    here for the bytes kept only (Llama 3 over wagahai.txt: 1 MB of bytes, 370K kept); table: the atomic_chars entries, code_point << 40 | flags << 32 |
-    id, ascending (flags: 1/2 ASCII/multi-byte neighbour on the left allowed, 4/8 on the right);
-    bmp: bmp_index(table), optional; edges: edge_index of the atomic_edges section, optional (with
-    bmp only), for the chars whose neighbour's kind fails but whose neighbour's edge byte passes.
-    Every word holds at least one byte, and raw is whole UTF-8
-    chars (a str's encoding), so a char's bytes never pass raw's end. Costs O(multi-byte chars)
-    but for the word map and the final compaction.
+    raw and single (None when nothing changed) as merge() takes them. sym: the words' byte
+    symbols (byte_ids[raw]), or None with by_byte (the symbol of each byte value): then made here
+    for the bytes kept only (Llama 3 over wagahai.txt: 1 MB of bytes, 370K kept); table: the
+    atomic_chars entries, code_point << 40 | flags << 32 | id, ascending (flags: 1/2
+    ASCII/multi-byte neighbour on the left allowed, 4/8 on the right); bmp: bmp_index(table),
+    optional; edges: edge_index of the atomic_edges section, optional (with bmp only), for the
+    chars whose neighbour's kind fails but whose neighbour's edge byte passes. Every word holds
+    at least one byte, and raw is whole UTF-8 chars (a str's encoding), so a char's bytes never
+    pass raw's end. Costs O(multi-byte chars) but for the word map and the final compaction.
 
     The arrays per char are bytes where they can be (flags, sizes, neighbours), and the bytes
     around each lead are read through shifted views of one padded copy of raw rather than index
