@@ -622,8 +622,9 @@ class BPE(VocabFile):
 
         bmp = self._atomic_bmp
         if bmp is None and np.count_nonzero(raw >= 0xC0) >= BMP_INDEX_CHARS:
-            bmp = self._atomic_bmp = bmp_index(self._atomic)
+            # (the masks first: a damaged section then fails every call, not only the first)
             self._atomic_edges = self._edge_index()
+            bmp = self._atomic_bmp = bmp_index(self._atomic)
         return premerge_chars(None, raw, lengths, self._atomic, bmp, self._atomic_edges if bmp is not None else None,
                               self._byte_ids_u32)
 
@@ -643,9 +644,12 @@ class BPE(VocabFile):
         f.verify_section(sid)
         pairs = np.frombuffer(f.view(sid, mtok.U64), dtype="<u8")
         key = pairs[0::2]
-        if len(pairs) % 2 or (len(key) and (int(key[-1]) >> 1 > 0xFFFF or not (key[1:] > key[:-1]).all())):
-            raise FormatError(f.path, "inconsistent file: entries out of range, not ascending or not in pairs",
-                              section=mtok.section_name(sid), offset=f.sections[sid][1])
+        problem = ("an odd number of entries (they go in pairs: key, mask)" if len(pairs) % 2
+                   else "keys not ascending" if not (key[1:] > key[:-1]).all()
+                   else "a code point past U+FFFF" if len(key) and int(key[-1]) >> 1 > 0xFFFF else None)
+        if problem:
+            raise FormatError(f.path, f"inconsistent file: {problem}", section=mtok.section_name(sid),
+                              offset=f.sections[sid][1])
         return edge_index(pairs)
 
     def _start_batch(self):
