@@ -103,19 +103,23 @@ def test_premerged_characters_encode_like_tokenizers(tmp_path, seed):
     assert tokmap.load(out).encode(long_word) == ref.encode(long_word).ids
 
 
+def _exported_seed(tmp_path, seed: int):
+    """(vocab, path, MtokFile) of the toy vocabulary of seed `atomic-{seed}`, exported."""
+    doc, vocab = _toy(random.Random(f"atomic-{seed}"), 120)
+    src = tmp_path / f"t{seed}.json"
+    src.write_text(json.dumps(_byte_level_input(doc)), encoding="utf-8")
+    out = tmp_path / f"t{seed}.mtok"
+    tokmap.export(src, out)
+    return vocab, out, MtokFile(out)
+
+
 def test_tables_use_their_flags_and_leave_out_interruptible_characters(tmp_path):
     """Across seeds: some characters atomic with every neighbour, some only with some, some not at
     all; and a character is listed only if no crossing merge outranks its pending one (checked here
     by brute force over the table's merges)."""
     flags_seen, left_out = set(), 0
     for seed in range(10):
-        rng = random.Random(f"atomic-{seed}")
-        doc, vocab = _toy(rng, 120)
-        src = tmp_path / f"t{seed}.json"
-        src.write_text(json.dumps(_byte_level_input(doc)), encoding="utf-8")
-        out = tmp_path / f"t{seed}.mtok"
-        tokmap.export(src, out)
-        f = MtokFile(out)
+        vocab, out, f = _exported_seed(tmp_path, seed)
         table = np.frombuffer(f.view(mtok.SECTION_ATOMIC_CHARS, mtok.U64), dtype="<u8")
         listed = {int(e >> np.uint64(40)): (int((e >> np.uint64(32)) & np.uint64(0xFF)), int(e & np.uint64(0xFFFFFFFF)))
                   for e in table}
@@ -170,13 +174,7 @@ def test_edge_masks_hold_by_brute_force(tmp_path):
     is in atomic_chars (some with no flag at all)."""
     pairs_seen = no_flag = 0
     for seed in range(10):
-        rng = random.Random(f"atomic-{seed}")
-        doc, vocab = _toy(rng, 120)
-        src = tmp_path / f"t{seed}.json"
-        src.write_text(json.dumps(_byte_level_input(doc)), encoding="utf-8")
-        out = tmp_path / f"t{seed}.mtok"
-        tokmap.export(src, out)
-        f = MtokFile(out)
+        vocab, out, f = _exported_seed(tmp_path, seed)
         table = np.frombuffer(f.view(mtok.SECTION_ATOMIC_CHARS, mtok.U64), dtype="<u8").tolist()
         listed = {e >> 40: (e >> 32 & 0xFF, e & 0xFFFFFFFF) for e in table}
         pairs = np.frombuffer(f.view(mtok.SECTION_ATOMIC_EDGES, mtok.U64), dtype="<u8").tolist()

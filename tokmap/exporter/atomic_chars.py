@@ -44,16 +44,23 @@ INF = 1 << 62
 LEFT_ASCII, LEFT_MB, RIGHT_ASCII, RIGHT_MB = 1, 2, 4, 8
 
 
-def _edge_minima(keys: dict[int, tuple[int, int]], token_bytes: list[bytes], n: int):
-    """Per token: the lowest rank of a merge taking it as the right operand after a symbol ending
-    in an ASCII byte / a continuation byte, and as the left operand before a symbol starting with
-    an ASCII byte / a lead byte."""
+def _merge_columns(keys: dict[int, tuple[int, int]], token_bytes: list[bytes], n: int):
+    """(rank, left operand, right operand) of every merge, and each token's first and last byte
+    (int64 arrays)."""
     k = np.fromiter(keys.keys(), dtype=np.uint64, count=len(keys))
     rank = np.fromiter((v[0] for v in keys.values()), dtype=np.int64, count=len(keys))
     left = (k >> np.uint64(32)).astype(np.int64)
     right = (k & np.uint64(0xFFFFFFFF)).astype(np.int64)
     first = np.array([t[0] if t else 0 for t in token_bytes[:n]], dtype=np.int64)
     last = np.array([t[-1] if t else 0 for t in token_bytes[:n]], dtype=np.int64)
+    return rank, left, right, first, last
+
+
+def _edge_minima(columns, n: int):
+    """Per token: the lowest rank of a merge taking it as the right operand after a symbol ending
+    in an ASCII byte / a continuation byte, and as the left operand before a symbol starting with
+    an ASCII byte / a lead byte (columns: _merge_columns)."""
+    rank, left, right, first, last = columns
     out = {}
     for name, operand, other, byte, lo, hi in (
             ("right_after_ascii", right, left, last, 0x00, 0x80),
@@ -87,16 +94,11 @@ def _solo_states(data: bytes, byte_ids: list[int], keys: dict[int, tuple[int, in
     return states, syms
 
 
-def _edge_byte_minima(keys: dict[int, tuple[int, int]], token_bytes: list[bytes], n: int):
+def _edge_byte_minima(columns):
     """(sorted operand << 8 | byte keys, their lowest ranks) for each side: on the right, merges
     (s, Y) by s and Y's first byte; on the left, merges (X, s) by s and X's last byte. The finer
     form of _edge_minima, which takes the lowest over a whole kind of byte."""
-    k = np.fromiter(keys.keys(), dtype=np.uint64, count=len(keys))
-    rank = np.fromiter((v[0] for v in keys.values()), dtype=np.int64, count=len(keys))
-    left = (k >> np.uint64(32)).astype(np.int64)
-    right = (k & np.uint64(0xFFFFFFFF)).astype(np.int64)
-    first = np.array([t[0] if t else 0 for t in token_bytes[:n]], dtype=np.int64)
-    last = np.array([t[-1] if t else 0 for t in token_bytes[:n]], dtype=np.int64)
+    rank, left, right, first, last = columns
     out = []
     for key in (left << 8 | first[right], right << 8 | last[left]):
         order = np.lexsort((rank, key))  # by key, lowest rank first within one
@@ -147,8 +149,8 @@ def atomic_char_table(keys: dict[int, tuple[int, int]], token_bytes: list[bytes]
         if len(ch) != 1:
             continue
         if edge is None:
-            edge = _edge_minima(keys, token_bytes, n)
-            by_byte = _edge_byte_minima(keys, token_bytes, n)
+            columns = _merge_columns(keys, token_bytes, n)
+            edge, by_byte = _edge_minima(columns, n), _edge_byte_minima(columns)
         states, final = _solo_states(data, byte_ids, keys)
         if final != [i] or not states:
             continue
