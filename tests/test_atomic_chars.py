@@ -220,8 +220,8 @@ def test_edge_masks_encode_like_tokenizers(tmp_path, monkeypatch, seed):
     counts = []
     real = premerge.premerge_chars
 
-    def counting(sym, raw, lengths, table, bmp=None, edges=None, by_byte=None):
-        got = real(sym, raw, lengths, table, bmp, edges, by_byte)
+    def counting(raw, lengths, table, by_byte, bmp=None, edges=None):
+        got = real(raw, lengths, table, by_byte, bmp, edges)
         counts.append((len(raw) - len(got[0]), edges is not None))
         return got
 
@@ -235,8 +235,9 @@ def test_edge_masks_encode_like_tokenizers(tmp_path, monkeypatch, seed):
         return
     raw = np.frombuffer(text.encode(), dtype=np.uint8)
     lengths = np.array([len(text.encode())], dtype=np.int64)
-    with_masks = real(raw.astype(np.int64), raw, lengths, model._atomic, model._atomic_bmp, model._atomic_edges)
-    flags_only = real(raw.astype(np.int64), raw, lengths, model._atomic, model._atomic_bmp)
+    by_byte = np.arange(256)
+    with_masks = real(raw, lengths, model._atomic, by_byte, model._atomic_bmp, model._atomic_edges)
+    flags_only = real(raw, lengths, model._atomic, by_byte, model._atomic_bmp)
     assert len(with_masks[0]) < len(flags_only[0])
     assert counts and all(e for _n, e in counts)
 
@@ -247,7 +248,7 @@ def test_premerge_respects_word_edges_and_neighbours():
     words = ["日", "a日", "日日", "日a"]
     raw = np.frombuffer("".join(words).encode(), dtype=np.uint8)
     lengths = np.array([len(w.encode()) for w in words], dtype=np.int64)
-    sym, new_len, _raw, _single = premerge_chars(raw.astype(np.int32), raw, lengths, table)
+    sym, new_len, _raw, _single = premerge_chars(raw, lengths, table, np.arange(256))
     # alone: both edges are word edges; "a日": ASCII on the left, kept as bytes; "日日": both;
     # "日a": ASCII on the right, kept as bytes
     assert new_len.tolist() == [1, 4, 2, 4]
@@ -304,11 +305,7 @@ def test_premerge_equals_its_definition(seed):
     want = _premerge_by_hand(words, table)
     by_byte = 1000 + np.arange(256, dtype=np.int64)
     for bmp in (None, bmp_index(table)):
-        sym, new_len, new_raw, single = premerge_chars(1000 + raw.astype(np.int64), raw, lengths, table, bmp)
-        single = np.ones(len(sym), bool) if single is None else single
-        assert (sym.tolist(), new_len.tolist(), new_raw.tolist(), single.tolist()) == want
-        # the symbols made from each byte's (only the kept bytes'): the same
-        sym, new_len, new_raw, single = premerge_chars(None, raw, lengths, table, bmp, by_byte=by_byte)
+        sym, new_len, new_raw, single = premerge_chars(raw, lengths, table, by_byte, bmp)
         single = np.ones(len(sym), bool) if single is None else single
         assert (sym.tolist(), new_len.tolist(), new_raw.tolist(), single.tolist()) == want
     # With atomic_edges masks (the BMP index only): random masks over the neighbours' edge bytes
@@ -324,11 +321,9 @@ def test_premerge_equals_its_definition(seed):
                       for v in ((cp << 1) | side, masks[cp][side])], dtype="<u8")
     want = _premerge_by_hand(words, table, masks)
     assert want != _premerge_by_hand(words, table), "the masks premerge some chars the flags do not"
-    for sym0, byte_syms in ((1000 + raw.astype(np.int64), None), (None, by_byte)):
-        sym, new_len, new_raw, single = premerge_chars(sym0, raw, lengths, table, bmp_index(table),
-                                                       edge_index(pairs), byte_syms)
-        single = np.ones(len(sym), bool) if single is None else single
-        assert (sym.tolist(), new_len.tolist(), new_raw.tolist(), single.tolist()) == want
+    sym, new_len, new_raw, single = premerge_chars(raw, lengths, table, by_byte, bmp_index(table), edge_index(pairs))
+    single = np.ones(len(sym), bool) if single is None else single
+    assert (sym.tolist(), new_len.tolist(), new_raw.tolist(), single.tolist()) == want
 
 
 def test_damaged_atomic_chars_is_refused(tmp_path):

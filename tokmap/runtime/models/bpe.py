@@ -625,8 +625,8 @@ class BPE(VocabFile):
             # (the masks first: a damaged section then fails every call, not only the first)
             self._atomic_edges = self._edge_index()
             bmp = self._atomic_bmp = bmp_index(self._atomic)
-        return premerge_chars(None, raw, lengths, self._atomic, bmp, self._atomic_edges if bmp is not None else None,
-                              self._byte_ids_u32)
+        return premerge_chars(raw, lengths, self._atomic, self._byte_ids_u32, bmp,
+                              self._atomic_edges if bmp is not None else None)
 
     def _edge_index(self):
         """premerge.edge_index of the atomic_edges section, or None without one. A mask bit set

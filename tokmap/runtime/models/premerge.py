@@ -62,12 +62,12 @@ def _entries(table: np.ndarray, cp: np.ndarray) -> tuple[np.ndarray, np.ndarray]
     return flags, (entry & np.uint64(0xFFFFFFFF)).astype(np.uint32)
 
 
-def premerge_chars(sym: np.ndarray | None, raw: np.ndarray, lengths: np.ndarray, table: np.ndarray,
-                   bmp: tuple | None = None, edges: tuple | None = None, by_byte: np.ndarray | None = None):
+def premerge_chars(raw: np.ndarray, lengths: np.ndarray, table: np.ndarray, by_byte: np.ndarray,
+                   bmp: tuple | None = None, edges: tuple | None = None):
     """(symbols, lengths, raw, single) with each atomic character's bytes replaced by its token:
-    raw and single (None when nothing changed) as merge() takes them. sym: the words' byte
-    symbols (byte_ids[raw]), or None with by_byte (the symbol of each byte value): then made here
-    for the bytes kept only (Llama 3 over wagahai.txt: 1 MB of bytes, 370K kept); table: the
+    raw and single (None when nothing changed) as merge() takes them. by_byte: the symbol of each
+    byte value (byte_ids), taken for the bytes kept only (Llama 3 over wagahai.txt: 1 MB of
+    bytes, 370K kept; the symbols of every byte had been a gather over all); table: the
     atomic_chars entries, code_point << 40 | flags << 32 | id, ascending (flags: 1/2
     ASCII/multi-byte neighbour on the left allowed, 4/8 on the right); bmp: bmp_index(table),
     optional; edges: edge_index of the atomic_edges section, optional (with bmp only), for the
@@ -82,7 +82,7 @@ def premerge_chars(sym: np.ndarray | None, raw: np.ndarray, lengths: np.ndarray,
     19.5 -> 13.8 ms (min of 5, the captured arrays)."""
     lead = np.flatnonzero(raw >= 0xC0)
     if not len(lead) or not len(table):
-        return (by_byte.take(raw) if sym is None else sym), lengths, raw, None
+        return by_byte.take(raw), lengths, raw, None
     pad = np.zeros(len(raw) + 5, dtype=np.uint8)  # pad[k + 1] = raw[k]: one byte before, four after
     pad[1:len(raw) + 1] = raw
     b0 = pad[1:][lead]
@@ -123,15 +123,17 @@ def premerge_chars(sym: np.ndarray | None, raw: np.ndarray, lengths: np.ndarray,
     left &= flags
     right = np.subtract(2, pad[1:][after] < 0x80, dtype=np.uint8)
     right &= flags >> 2
-    ok = (left != 0) | edge[lead]
-    ok &= (right != 0) | edge[after]
-    del left, right, after
+    left_ok = (left != 0) | edge[lead]
+    right_ok = (right != 0) | edge[after]
+    del left, right
+    ok = left_ok & right_ok
     ok &= flags >= PRESENT
     if edges is not None:
-        _by_neighbour(ok, edges, flags, cp, lead, size, pad, edge)
+        _by_neighbour(ok, left_ok, right_ok, edges, flags, cp, lead, after, pad)
+    del left_ok, right_ok, after
     ok = np.flatnonzero(ok)
     if not len(ok):
-        return (by_byte.take(raw) if sym is None else sym), lengths, raw, None
+        return by_byte.take(raw), lengths, raw, None
     lok, sok = lead[ok], size[ok]
     tok = np.take(idt, cp[ok], mode="clip") if bmp is not None else ids_all[ok]
     if bmp is not None and len(astral):  # (the astral ones' ids: those looked up above)
@@ -161,15 +163,16 @@ def premerge_chars(sym: np.ndarray | None, raw: np.ndarray, lengths: np.ndarray,
     gone += 1  # ... and without them
     at = lok - gone
     kept = raw[idx]
-    out = by_byte.take(kept) if sym is None else sym[idx]
+    out = by_byte.take(kept)
     out[at] = tok
     single = np.ones(len(idx), dtype=bool)
     single[at] = False
     return out, new_len, kept, single
 
 
-def _by_neighbour(ok, edges, flags, cp, lead, size, pad, edge) -> None:
-    """Set ok for the chars the kind of neighbour failed but the neighbour's own edge byte passes:
+def _by_neighbour(ok, left_ok, right_ok, edges, flags, cp, lead, after, pad) -> None:
+    """Set ok for the chars whose kind of neighbour failed on a side (left_ok / right_ok: each
+    side passed by its flags or a word edge) but whose neighbour's own edge byte passes there:
     edges = edge_index(...), bit b & 0x3F of a row's mask set when the proof holds beside a
     neighbour whose edge byte is b (a continuation byte on the left, a lead byte on the right)."""
     row_of, lmask, rmask = edges
@@ -183,12 +186,7 @@ def _by_neighbour(ok, edges, flags, cp, lead, size, pad, edge) -> None:
     miss = miss[has]
     row = row[has].astype(np.int64)
     row <<= 6
-    at = lead[miss]
-    after = at + size[miss]
-    fl = flags[miss]
-    prev, nxt = pad[at], pad[1:][after]
-    lok = edge[at] | ((np.subtract(2, prev < 0x80, dtype=np.uint8) & fl) != 0)
-    lok |= ((prev & 0xC0) == 0x80) & lmask[row + (prev & 0x3F)]
-    rok = edge[after] | ((np.subtract(2, nxt < 0x80, dtype=np.uint8) & (fl >> 2)) != 0)
-    rok |= (nxt >= 0xC0) & rmask[row + (nxt & 0x3F)]
+    prev, nxt = pad[lead[miss]], pad[1:][after[miss]]
+    lok = left_ok[miss] | (((prev & 0xC0) == 0x80) & lmask[row + (prev & 0x3F)])
+    rok = right_ok[miss] | ((nxt >= 0xC0) & rmask[row + (nxt & 0x3F)])
     ok[miss[lok & rok]] = True
