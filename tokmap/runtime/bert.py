@@ -18,6 +18,7 @@ import json
 import re
 import sys
 from bisect import bisect_right
+from itertools import islice
 from threading import get_ident
 
 from .. import mtok
@@ -356,16 +357,27 @@ _CLEANUP = ((" .", "."), (" ?", "?"), (" !", "!"), (" ,", ","), (" ' ", "'"), ("
 def wordpiece_decoder(step):
     prefix, cleanup = step["prefix"], step["cleanup"]
 
+    def clean(t: str) -> str:
+        if cleanup:
+            for a, b in _CLEANUP:
+                t = t.replace(a, b)
+        return t
+
+    class Later(dict):
+        """A token's text anywhere but first (the prefix taken off, or a space put before;
+        cleaned), worked out once per distinct token: eleven replaces a token cost ~6 us (minilm
+        over 1M ids of multi.txt: 6.5 of a 6.9 s decode), and tokens repeat."""
+
+        def __missing__(self, t: str) -> str:
+            v = self[t] = clean(t[len(prefix):] if t.startswith(prefix) else " " + t)
+            return v
+
+    later = Later()
+
     def run(tokens: list[str]) -> list[str]:
-        out = []
-        for i, t in enumerate(tokens):
-            if i:
-                t = t[len(prefix):] if t.startswith(prefix) else " " + t
-            if cleanup:
-                for a, b in _CLEANUP:
-                    t = t.replace(a, b)
-            out.append(t)
-        return out
+        if not tokens:
+            return []
+        return [clean(tokens[0]), *map(later.__getitem__, islice(tokens, 1, None))]
 
     return run
 

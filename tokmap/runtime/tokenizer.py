@@ -578,7 +578,7 @@ def _check_ids(ids) -> list[int]:
     from operator import index
 
     try:
-        return [index(i) for i in ids]
+        return list(map(index, ids))
     except TypeError:
         raise ArgumentError("ids must be an iterable of integers") from None
 
