@@ -487,8 +487,7 @@ class Pipeline:
             tb = self.model.tb
             if len(ids) >= DECODE_COPY_IDS:
                 tb = self._token_bytes = bytes(tb)
-        at = self.model.off.__getitem__
-        return b"".join(map(tb.__getitem__, map(slice, map(at, ids), map(at, map((1).__add__, ids)))))
+        return b"".join(_slices(tb, self.model.off, ids))
 
     def decode(self, ids: list[int], skip_special_tokens: bool | None) -> str:
         if self.api == "tiktoken":
@@ -547,9 +546,7 @@ class Pipeline:
         if self._token_strs:
             out = list(map(self._token_strs.__getitem__, ids))
         else:
-            at = off.__getitem__
-            raw = map(tb.__getitem__, map(slice, map(at, ids), map(at, map((1).__add__, ids))))
-            out = list(map(bytes.decode, raw, repeat("utf-8"), repeat("surrogatepass")))
+            out = list(map(bytes.decode, _slices(tb, off, ids), repeat("utf-8"), repeat("surrogatepass")))
         odd = self.added_by_id.keys() | self.irregular_by_id.keys()
         if odd and not odd.isdisjoint(ids):
             for k in compress(range(len(ids)), map(odd.__contains__, ids)):
@@ -597,6 +594,12 @@ class Pipeline:
             if data is None:
                 return None
         return self.model.lookup(data)
+
+
+def _slices(tb, off, ids):
+    """Each id's bytes, tb[off[i]:off[i + 1]], as an iterator of C-level maps."""
+    at = off.__getitem__
+    return map(tb.__getitem__, map(slice, map(at, ids), map(at, map((1).__add__, ids))))
 
 
 def _joined(ids: list, more: list) -> list:
